@@ -1,0 +1,1 @@
+"""Track Overlay: a ComfyUI node pack (this folder) and its engine (``utils``)."""

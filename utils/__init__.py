@@ -1,0 +1,1 @@
+"""Track Overlay engine: functions over NumPy/CuPy arrays, no ComfyUI imports."""

@@ -1,0 +1,44 @@
+"""Colour parsing and per-track palettes (straight RGBA floats in 0..1)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# A qualitative palette that stays readable over most footage.
+TRACK_PALETTE = np.array([
+    [0.000, 0.898, 1.000], [1.000, 0.341, 0.133], [0.463, 1.000, 0.012],
+    [1.000, 0.839, 0.000], [0.835, 0.000, 0.976], [0.000, 0.690, 1.000],
+    [1.000, 0.090, 0.267], [0.392, 1.000, 0.855], [1.000, 0.569, 0.000],
+    [0.682, 0.918, 0.000], [0.878, 0.251, 0.984], [0.188, 0.310, 0.996],
+], dtype=np.float32)
+
+
+def parse_color(value, name: str = "color") -> np.ndarray:
+    """Parse ``#RGB``, ``#RRGGBB``, ``#RRGGBBAA`` or an RGB(A) sequence in 0..1.
+
+    Returns float32 [4] straight RGBA. Raises ``ValueError`` naming ``name``.
+    """
+    if isinstance(value, str):
+        text = value.strip().lstrip("#")
+        if len(text) == 3:
+            text = "".join(ch * 2 for ch in text)
+        if len(text) not in (6, 8):
+            raise ValueError(f"{name} {value!r} is not a colour: use #RRGGBB or #RRGGBBAA")
+        try:
+            channels = [int(text[i:i + 2], 16) / 255.0 for i in range(0, len(text), 2)]
+        except ValueError:
+            raise ValueError(f"{name} {value!r} is not a colour: use hex digits, e.g. #00E5FF") from None
+    else:
+        channels = [float(c) for c in np.asarray(value, dtype=np.float64).ravel()]
+        if len(channels) not in (3, 4) or not all(0.0 <= c <= 1.0 for c in channels):
+            raise ValueError(f"{name} {value!r} must be 3 or 4 numbers in 0..1")
+    if len(channels) == 3:
+        channels.append(1.0)
+    return np.array(channels, dtype=np.float32)
+
+
+def palette_colors(track_ids, palette: np.ndarray = TRACK_PALETTE) -> np.ndarray:
+    """Opaque RGBA colour per track id, cycling through ``palette``."""
+    ids = np.asarray(track_ids, dtype=np.int64)
+    rgb = palette[np.mod(ids, len(palette))]
+    return np.concatenate([rgb, np.ones(rgb.shape[:-1] + (1,), np.float32)], axis=-1)

@@ -1,0 +1,62 @@
+"""Compositing a sparse premultiplied layer over frames, and layer export (CPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .raster_cpu import SparseLayer
+
+FRAME_DTYPES = (np.uint8, np.float32)
+
+
+def check_frame(frame, name: str = "frame") -> None:
+    """Raise a clear error unless ``frame`` is an RGB [H, W, 3] uint8/float32 array."""
+    if not isinstance(frame, np.ndarray):
+        raise TypeError(f"{name} must be a NumPy array, got {type(frame).__name__}")
+    if frame.ndim != 3 or frame.shape[2] != 3:
+        raise ValueError(f"{name} must have shape [H, W, 3], got {list(frame.shape)}")
+    if frame.dtype not in FRAME_DTYPES:
+        raise ValueError(f"{name} dtype must be uint8 or float32, got {frame.dtype}")
+    if frame.shape[0] < 1 or frame.shape[1] < 1:
+        raise ValueError(f"{name} is empty ({frame.shape[0]}x{frame.shape[1]} pixels)")
+
+
+def composite_over(frame: np.ndarray, layer: SparseLayer, out: np.ndarray | None = None) -> np.ndarray:
+    """``layer`` over ``frame`` into a new frame of the same shape and dtype.
+
+    uint8 frames are blended in float32 and rounded to nearest; float32 frames
+    stay float32. ``out`` may be given to reuse a buffer (never ``frame`` itself).
+    """
+    check_frame(frame)
+    if (layer.height, layer.width) != frame.shape[:2]:
+        raise ValueError(f"layer is {layer.width}x{layer.height} but frame is {frame.shape[1]}x{frame.shape[0]}")
+    if out is None:
+        out = frame.copy()
+    else:
+        np.copyto(out, frame)
+    blend_pixels(out, layer)
+    return out
+
+
+def blend_pixels(frame: np.ndarray, layer: SparseLayer) -> None:
+    """Composite ``layer`` over ``frame`` in place, touching only the layer's pixels."""
+    if len(layer.pixels) == 0:
+        return
+    flat = frame.reshape(-1, 3)
+    below = flat[layer.pixels].T.astype(np.float32)
+    transmit = 1.0 - layer.alpha
+    if frame.dtype == np.uint8:
+        blended = layer.color * np.float32(255.0) + below * transmit
+        flat[layer.pixels] = np.clip(blended + np.float32(0.5), 0, 255).astype(np.uint8).T
+    else:
+        flat[layer.pixels] = (layer.color + below * transmit).T
+
+
+def layer_to_rgba(layer: SparseLayer) -> tuple[np.ndarray, np.ndarray]:
+    """The layer alone: straight (un-premultiplied) RGB [H, W, 3] and alpha [H, W], float32."""
+    rgb = np.zeros((layer.height * layer.width, 3), np.float32)
+    alpha = np.zeros(layer.height * layer.width, np.float32)
+    alpha[layer.pixels] = layer.alpha
+    rgb[layer.pixels] = (layer.color / np.maximum(layer.alpha, 1e-8)).T
+    np.clip(rgb, 0.0, 1.0, out=rgb)
+    return rgb.reshape(layer.height, layer.width, 3), alpha.reshape(layer.height, layer.width)

@@ -1,0 +1,209 @@
+"""The display list: one frame's primitives and their styles, in drawing order.
+
+Geometry builders emit display lists; renderers (CPU and GPU) rasterise them
+with the coverage model of DESIGN.md. A display list is a tuple of layers,
+each a batch of one primitive kind; layers and the primitives inside a layer
+composite "over" in order. Lists are small (kilobytes) and immutable, so they
+can be passed between nodes, merged and cached freely.
+
+Colours are straight (not premultiplied) RGBA in 0..1; the alpha carries the
+opacity. Coordinates are float pixels, origin at the image's top-left corner,
+pixel centres at +0.5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from .arrays import require_finite
+
+
+def _as_float32(name: str, values, shape_tail: tuple, count: int | None) -> np.ndarray:
+    array = np.ascontiguousarray(values, dtype=np.float32)
+    if array.ndim != 1 + len(shape_tail) or array.shape[1:] != shape_tail:
+        want = "[N" + "".join(f", {n}" for n in shape_tail) + "]"
+        raise ValueError(f"{name} must have shape {want}, got {list(array.shape)}")
+    if count is not None and array.shape[0] != count:
+        raise ValueError(f"{name} has {array.shape[0]} rows, expected {count} (one per primitive)")
+    require_finite(name, array)
+    return array
+
+
+def _check_colors(name: str, colors: np.ndarray) -> None:
+    if colors.size and (colors.min() < 0.0 or colors.max() > 1.0):
+        raise ValueError(f"{name} must be RGBA values in 0..1")
+
+
+@dataclass(frozen=True)
+class Polylines:
+    """Open polylines, each drawn as a chain of capsules of one width.
+
+    Attributes:
+        vertices: float32 [V, 2] pixel coordinates of all polylines, concatenated.
+        offsets: int64 [P + 1]; polyline ``p`` is ``vertices[offsets[p]:offsets[p+1]]``
+            (at least two vertices each).
+        width: float32 [P] line width in pixels (> 0).
+        color_start: float32 [P, 4] straight RGBA at the first vertex.
+        color_end: float32 [P, 4] straight RGBA at the last vertex; the colour is
+            interpolated along the arc length (equal to ``color_start`` for solid lines).
+        dash: float32 [P, 2] ``(on, off)`` lengths in pixels along the arc; ``off == 0``
+            draws a solid line.
+        dash_round: bool [P]; dashes get round caps (dots when ``on == 0``) instead
+            of butt ends.
+    """
+
+    vertices: np.ndarray
+    offsets: np.ndarray
+    width: np.ndarray
+    color_start: np.ndarray
+    color_end: np.ndarray
+    dash: np.ndarray
+    dash_round: np.ndarray
+
+    def __post_init__(self):
+        vertices = _as_float32("polyline vertices", self.vertices, (2,), None)
+        offsets = np.ascontiguousarray(self.offsets, dtype=np.int64)
+        if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != len(vertices):
+            raise ValueError("polyline offsets must start at 0 and end at the vertex count")
+        if np.any(np.diff(offsets) < 2):
+            raise ValueError("every polyline needs at least two vertices")
+        count = offsets.size - 1
+        width = _as_float32("line width", self.width, (), count)
+        if np.any(width <= 0):
+            raise ValueError("line width must be > 0 pixels")
+        color_start = _as_float32("line color_start", self.color_start, (4,), count)
+        color_end = _as_float32("line color_end", self.color_end, (4,), count)
+        _check_colors("line color_start", color_start)
+        _check_colors("line color_end", color_end)
+        dash = _as_float32("line dash", self.dash, (2,), count)
+        if np.any(dash < 0):
+            raise ValueError("dash lengths must be >= 0 pixels")
+        dash_round = np.ascontiguousarray(self.dash_round, dtype=bool)
+        if dash_round.shape != (count,):
+            raise ValueError(f"dash_round must have shape [{count}], got {list(dash_round.shape)}")
+        for name, value in (("vertices", vertices), ("offsets", offsets), ("width", width),
+                            ("color_start", color_start), ("color_end", color_end),
+                            ("dash", dash), ("dash_round", dash_round)):
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+
+    @property
+    def count(self) -> int:
+        """Number of polylines."""
+        return self.offsets.size - 1
+
+    @classmethod
+    def empty(cls) -> "Polylines":
+        """A batch with no polylines."""
+        return cls(np.zeros((0, 2)), np.zeros(1, np.int64), np.zeros(0), np.zeros((0, 4)),
+                   np.zeros((0, 4)), np.zeros((0, 2)), np.zeros(0, bool))
+
+
+@dataclass(frozen=True)
+class Boxes:
+    """Axis-aligned rounded boxes with a centred stroke and an optional fill.
+
+    Attributes:
+        center: float32 [Q, 2] box centres in pixels.
+        half_size: float32 [Q, 2] half width and half height in pixels (>= 0).
+        radius: float32 [Q] corner radius in pixels, 0..min(half_size).
+        stroke_width: float32 [Q] stroke width in pixels (0 draws no stroke).
+        stroke_color: float32 [Q, 4] straight RGBA of the stroke.
+        fill_color: float32 [Q, 4] straight RGBA of the fill (alpha = fill opacity).
+        bracket: float32 [Q] corner-bracket arm length in pixels; 0 strokes the
+            whole outline, > 0 keeps only the corners (the fill is unaffected).
+    """
+
+    center: np.ndarray
+    half_size: np.ndarray
+    radius: np.ndarray
+    stroke_width: np.ndarray
+    stroke_color: np.ndarray
+    fill_color: np.ndarray
+    bracket: np.ndarray
+
+    def __post_init__(self):
+        center = _as_float32("box center", self.center, (2,), None)
+        count = len(center)
+        half_size = _as_float32("box half_size", self.half_size, (2,), count)
+        if np.any(half_size < 0):
+            raise ValueError("box sizes must be >= 0 pixels")
+        radius = _as_float32("box radius", self.radius, (), count)
+        if np.any(radius < 0) or np.any(radius > half_size.min(axis=1, initial=np.inf) + 1e-4):
+            raise ValueError("box corner radius must lie in 0..min(width, height)/2")
+        stroke_width = _as_float32("box stroke_width", self.stroke_width, (), count)
+        if np.any(stroke_width < 0):
+            raise ValueError("box stroke width must be >= 0 pixels")
+        stroke_color = _as_float32("box stroke_color", self.stroke_color, (4,), count)
+        fill_color = _as_float32("box fill_color", self.fill_color, (4,), count)
+        _check_colors("box stroke_color", stroke_color)
+        _check_colors("box fill_color", fill_color)
+        bracket = _as_float32("box bracket", self.bracket, (), count)
+        if np.any(bracket < 0):
+            raise ValueError("box bracket length must be >= 0 pixels")
+        for name, value in (("center", center), ("half_size", half_size), ("radius", radius),
+                            ("stroke_width", stroke_width), ("stroke_color", stroke_color),
+                            ("fill_color", fill_color), ("bracket", bracket)):
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+
+    @property
+    def count(self) -> int:
+        """Number of boxes."""
+        return len(self.center)
+
+
+Layer = Union[Polylines, Boxes]
+
+
+@dataclass(frozen=True)
+class DisplayList:
+    """One frame's layers, composited "over" in order (first layer lowest)."""
+
+    layers: tuple = field(default_factory=tuple)
+
+    def __post_init__(self):
+        layers = tuple(self.layers)
+        for layer in layers:
+            if not isinstance(layer, (Polylines, Boxes)):
+                raise TypeError(f"display list layers must be Polylines or Boxes, got {type(layer).__name__}")
+        object.__setattr__(self, "layers", tuple(layer for layer in layers if layer.count))
+
+    def __add__(self, other: "DisplayList") -> "DisplayList":
+        """The two lists drawn one after the other (``other`` on top)."""
+        return DisplayList(self.layers + other.layers)
+
+    @property
+    def primitive_count(self) -> int:
+        """Total number of polylines and boxes."""
+        return sum(layer.count for layer in self.layers)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the list's arrays."""
+        return sum(value.nbytes for layer in self.layers for value in vars(layer).values())
+
+
+def merge_sequences(*sequences: list) -> list:
+    """Merge per-frame display-list sequences, broadcasting length-1 sequences.
+
+    Later sequences draw on top. Lengths must match or be 1.
+    """
+    sequences = [list(seq) for seq in sequences if seq is not None]
+    if not sequences:
+        return []
+    lengths = {len(seq) for seq in sequences} - {1}
+    if len(lengths) > 1:
+        raise ValueError(f"cannot merge overlays of {sorted(lengths)} frames: "
+                         "give overlays of equal frame counts (or 1 frame to repeat)")
+    frames = lengths.pop() if lengths else 1
+    merged = []
+    for index in range(frames):
+        combined = DisplayList()
+        for seq in sequences:
+            combined = combined + seq[index if len(seq) > 1 else 0]
+        merged.append(combined)
+    return merged

@@ -1,0 +1,342 @@
+"""CPU rasteriser: display list -> sparse premultiplied RGBA layer (NumPy).
+
+Every primitive is cut into horizontal pixel spans computed exactly from its
+geometry (no per-primitive Python loop); coverage is then evaluated with the
+coverage model of DESIGN.md on those pixels only, and the (pixel, primitive)
+contributions are composited "over" in list order by depth peeling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .display_list import Boxes, DisplayList, Polylines
+from .segments import SegmentTable, build_segment_table
+
+_EPS = 1e-6
+_PAIRS_PER_FLUSH = 4_000_000  # bounds the working memory of one frame
+
+
+@dataclass(frozen=True)
+class SparseLayer:
+    """A premultiplied RGBA layer stored only where it is non-empty.
+
+    ``pixels`` are flat indices ``y * width + x`` (unique, ascending),
+    ``color`` is planar premultiplied RGB float32 [3, M] and ``alpha`` float32 [M].
+    """
+
+    height: int
+    width: int
+    pixels: np.ndarray
+    color: np.ndarray
+    alpha: np.ndarray
+
+    @classmethod
+    def empty(cls, height: int, width: int) -> "SparseLayer":
+        return cls(height, width, np.zeros(0, np.int64), np.zeros((3, 0), np.float32),
+                   np.zeros(0, np.float32))
+
+
+@dataclass
+class _Pairs:
+    """(pixel, premultiplied colour, alpha) contributions in drawing order."""
+
+    pixels: np.ndarray
+    color: np.ndarray
+    alpha: np.ndarray
+
+
+def _clamp01(values):
+    return np.clip(values, 0.0, 1.0, out=values)
+
+
+def _row_ranges(ymin, ymax, rows):
+    """First row and row count whose centres lie in [ymin, ymax], within ``rows`` (a range)."""
+    first = np.maximum(np.ceil(ymin - 0.5), rows.start).astype(np.int64)
+    last = np.minimum(np.floor(ymax - 0.5), rows.stop - 1).astype(np.int64)
+    return first, np.maximum(last - first + 1, 0)
+
+
+def _expand(starts, counts):
+    """Repeat ids by ``counts`` and number each copy from ``starts``."""
+    owner = np.repeat(np.arange(len(counts)), counts)
+    run_start = np.cumsum(counts) - counts
+    values = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(run_start - starts, counts)
+    return owner, values
+
+
+def _slab(slope, offset, low, high):
+    """Interval of x with ``low <= slope * x + offset <= high`` (inf/-inf when unbounded)."""
+    flat = np.abs(slope) < _EPS
+    safe = np.where(flat, 1.0, slope)
+    a = (low - offset) / safe
+    b = (high - offset) / safe
+    lo = np.where(flat, np.where((low <= offset) & (offset <= high), -np.inf, np.inf), np.minimum(a, b))
+    hi = np.where(flat, np.where((low <= offset) & (offset <= high), np.inf, -np.inf), np.maximum(a, b))
+    return lo, hi
+
+
+def _plane_side(point, normal, yc, negative=False):
+    """Column bounds on row centre ``yc`` where ``(q - point)·normal >= 0``.
+
+    With ``negative`` the bounds of the complement (``< 0``). Both sides come
+    from the same arithmetic, so neighbouring segments share each joint
+    pixel exactly once.
+    """
+    nx, ny = normal[:, 0], normal[:, 1]
+    flat = np.abs(nx) < _EPS
+    crossing = point[:, 0] - ny * (yc - point[:, 1]) / np.where(flat, 1.0, nx)
+    up = np.ceil(crossing - 0.5)     # first column on the >= side when nx > 0
+    down = np.floor(crossing - 0.5)  # last column on the >= side when nx < 0
+    if negative:
+        first = np.where(nx < 0, down + 1, -np.inf)
+        last = np.where(nx > 0, up - 1, np.inf)
+    else:
+        first = np.where(nx > 0, up, -np.inf)
+        last = np.where(nx < 0, down, np.inf)
+    row_inside = (ny * (yc - point[:, 1]) >= 0) != negative
+    first = np.where(flat, np.where(row_inside, -np.inf, np.inf), first)
+    last = np.where(flat, np.where(row_inside, np.inf, -np.inf), last)
+    return first, last
+
+
+def _line_spans(table: SegmentTable, radius, rows: range, width: int):
+    """Per (segment, row): the columns whose pixel centre is within ``radius``."""
+    ymin = np.minimum(table.p0[:, 1], table.p1[:, 1]) - radius
+    ymax = np.maximum(table.p0[:, 1], table.p1[:, 1]) + radius
+    first_row, row_count = _row_ranges(ymin, ymax, rows)
+    seg, row = _expand(first_row, row_count)
+    yc = row.astype(np.float32) + np.float32(0.5)
+    p0, p1, r = table.p0[seg], table.p1[seg], radius[seg]
+    delta = p1 - p0
+    length = np.sqrt((delta * delta).sum(axis=1))
+    tangent = delta / np.maximum(length, _EPS)[:, None]
+    lo = np.full(len(seg), np.inf, np.float32)
+    hi = np.full(len(seg), -np.inf, np.float32)
+    with np.errstate(invalid="ignore"):
+        discs = [(end, np.sqrt(r * r - np.square(yc - end[:, 1]))) for end in (p0, p1)]
+    for end, half in discs:  # NaN half-widths where the row misses the disc
+        np.fmin(lo, end[:, 0] - half, out=lo)
+        np.fmax(hi, end[:, 0] + half, out=hi)
+    along_lo, along_hi = _slab(tangent[:, 0], (yc - p0[:, 1]) * tangent[:, 1] - p0[:, 0] * tangent[:, 0], 0.0, length)
+    across_lo, across_hi = _slab(-tangent[:, 1], (yc - p0[:, 1]) * tangent[:, 0] + p0[:, 0] * tangent[:, 1], -r, r)
+    band_lo = np.maximum(along_lo, across_lo)
+    band_hi = np.minimum(along_hi, across_hi)
+    band = (band_lo <= band_hi) & (length > _EPS)
+    lo = np.where(band, np.minimum(lo, band_lo), lo)
+    hi = np.where(band, np.maximum(hi, band_hi), hi)
+    first = np.ceil(lo - 0.5)
+    last = np.floor(hi - 0.5)
+    for has_plane, point, normal, negative in ((table.has_start, p0, table.start_normal, False),
+                                               (table.has_end, p1, table.end_normal, True)):
+        plane_first, plane_last = _plane_side(point, normal[seg], yc, negative)
+        used = has_plane[seg]
+        np.maximum(first, plane_first, out=first, where=used)
+        np.minimum(last, plane_last, out=last, where=used)
+    first = np.maximum(first, 0)
+    last = np.minimum(last, width - 1)
+    count = last - first + 1
+    keep = count > 0
+    return seg[keep], row[keep], first[keep].astype(np.int64), count[keep].astype(np.int64)
+
+
+def _dash_distance(arc, on, off):
+    """Signed distance along the arc to the nearest dash (negative inside)."""
+    period = np.maximum(on + off, _EPS)
+    phase = np.mod(arc, period)
+    inside = phase <= on
+    return np.where(inside, -np.minimum(phase, on - phase), np.minimum(phase - on, period - phase))
+
+
+def _pair_pixels(row, first, count, width_px):
+    """Expand spans: span index, pixel-centre x and flat pixel index per pair."""
+    span, cols = _expand(first, count)
+    pixels = row[span] * width_px + cols
+    return span, cols.astype(np.float32) + np.float32(0.5), pixels
+
+
+def _planar(colors, index):
+    """Per-pair planar RGBA [4, M] gathered from per-primitive colours [P, 4]."""
+    return np.ascontiguousarray(colors.T).take(index, axis=1)
+
+
+def _line_pairs(lines: Polylines, table: SegmentTable, seg, row, first, count, width_px):
+    """Coverage and colour of each (segment, pixel) pair of a polyline batch."""
+    span, x, pixels = _pair_pixels(row, first, count, width_px)
+    yc = row.astype(np.float32) + np.float32(0.5)
+    p0, p1 = table.p0[seg], table.p1[seg]
+    delta = p1 - p0
+    length_sq = (delta * delta).sum(axis=1)
+    inv_length_sq = 1.0 / np.maximum(length_sq, _EPS)
+    qy = yc - p0[:, 1]
+    # Per span, the projection onto the segment is linear in x: x * dx + offset.
+    offset = qy * delta[:, 1] - p0[:, 0] * delta[:, 0]
+    dx, dy = delta[:, 0][span], delta[:, 1][span]
+    t = np.clip((x * dx + offset[span]) * inv_length_sq[span], 0.0, 1.0)
+    ex = x - p0[:, 0][span] - t * dx
+    ey = qy[span] - t * dy
+    distance = np.sqrt(ex * ex + ey * ey)
+    polyline = table.polyline[seg]
+    half_width = (lines.width[polyline] * 0.5)[span]
+    outside = distance - half_width
+    arc = (table.arc_start[seg])[span] + t * np.sqrt(length_sq)[span]
+    dash = lines.dash[polyline]
+    if np.any(dash[:, 1] > 0):
+        dashed = (dash[:, 1] > 0)[span]
+        along = _dash_distance(arc, dash[:, 0][span], dash[:, 1][span])
+        rounded = np.hypot(distance, np.maximum(along, 0.0)) - half_width
+        butt = np.maximum(outside, along)
+        outside = np.where(dashed, np.where(lines.dash_round[polyline][span], rounded, butt), outside)
+    coverage = _clamp01(np.float32(0.5) - outside)
+    pair_polyline = polyline[span]
+    rgba = _planar(lines.color_start, pair_polyline)
+    if not np.array_equal(lines.color_start, lines.color_end):
+        mix = arc / np.maximum(table.arc_total[pair_polyline], _EPS)
+        rgba += (_planar(lines.color_end, pair_polyline) - rgba) * mix
+    alpha = rgba[3] * coverage
+    return _Pairs(pixels, rgba[:3] * alpha, alpha)
+
+
+def _box_spans(boxes: Boxes, rows: range, width: int):
+    """Per (box, row): one full span, or two edge spans across an unfilled box's hole."""
+    margin = boxes.stroke_width * 0.5 + 0.5
+    cy, hh = boxes.center[:, 1], boxes.half_size[:, 1]
+    first_row, row_count = _row_ranges(cy - hh - margin, cy + hh + margin, rows)
+    box, row = _expand(first_row, row_count)
+    yc = row.astype(np.float32) + np.float32(0.5)
+    m, cx, hw, r = margin[box], boxes.center[box, 0], boxes.half_size[box, 0], boxes.radius[box]
+    hollow = (boxes.fill_color[box, 3] <= 0) & (hw - m > 0) & \
+        (np.abs(yc - boxes.center[box, 1]) < hh[box] - r - m)
+    left_end = np.where(hollow, cx - hw + m, cx + hw + m)
+    out = []
+    for lo, hi, used in ((cx - hw - m, left_end, np.ones(len(box), bool)), (cx + hw - m, cx + hw + m, hollow)):
+        first = np.maximum(np.ceil(lo - 0.5), 0)
+        last = np.minimum(np.floor(hi - 0.5), width - 1)
+        count = np.where(used, np.maximum(last - first + 1, 0), 0)
+        out.append((box, row, first.astype(np.int64), count.astype(np.int64)))
+    box = np.concatenate([o[0] for o in out])
+    row = np.concatenate([o[1] for o in out])
+    first = np.concatenate([o[2] for o in out])
+    count = np.concatenate([o[3] for o in out])
+    order = np.argsort(box, kind="stable")  # keep each box's spans together, in box order
+    keep = order[count[order] > 0]
+    return box[keep], row[keep], first[keep], count[keep]
+
+
+def _box_pairs(boxes: Boxes, box, row, first, count, width_px):
+    """Coverage and colour of each (box, pixel) pair: stroke over fill."""
+    span, x, pixels = _pair_pixels(row, first, count, width_px)
+    yc = row.astype(np.float32) + np.float32(0.5)
+    half = boxes.half_size[box]
+    radius = boxes.radius[box]
+    offset_x = np.abs(x - boxes.center[box, 0][span])
+    offset_y = np.abs(yc - boxes.center[box, 1])[span]
+    qx = offset_x - (half[:, 0] - radius)[span]
+    qy = offset_y - (half[:, 1] - radius)[span]
+    outer = np.sqrt(np.square(np.maximum(qx, 0)) + np.square(np.maximum(qy, 0)))
+    signed = outer + np.minimum(np.maximum(qx, qy), 0) - radius[span]
+    half_stroke = (boxes.stroke_width[box] * 0.5)[span]
+    stroke = _clamp01(np.float32(0.5) - (np.abs(signed) - half_stroke)) * (half_stroke > 0)
+    bracket = boxes.bracket[box]
+    if np.any(bracket > 0):
+        arm_x = (half[:, 0] - bracket)[span]
+        arm_y = (half[:, 1] - bracket)[span]
+        arms = _clamp01(0.5 + offset_x - arm_x) * _clamp01(0.5 + offset_y - arm_y)
+        stroke = np.where((bracket > 0)[span], stroke * arms, stroke)
+    pair_box = box[span]
+    stroke_rgba = _planar(boxes.stroke_color, pair_box)
+    fill_rgba = _planar(boxes.fill_color, pair_box)
+    stroke_alpha = stroke * stroke_rgba[3]
+    under = (1.0 - stroke_alpha) * _clamp01(np.float32(0.5) - signed) * fill_rgba[3]
+    color = stroke_rgba[:3] * stroke_alpha + fill_rgba[:3] * under
+    return _Pairs(pixels, color, stroke_alpha + under)
+
+
+def _chunks(counts, limit):
+    """Split span ranges so that each chunk expands to at most ~``limit`` pixels."""
+    totals = np.cumsum(counts)
+    bounds = np.searchsorted(totals, np.arange(limit, totals[-1] if len(totals) else 0, limit), side="right")
+    edges = np.unique(np.r_[0, bounds, len(counts)])
+    return zip(edges[:-1], edges[1:])
+
+
+def _composite(pending: list, height: int, width: int) -> SparseLayer:
+    """Composite contributions (in drawing order) per pixel into a sparse layer.
+
+    Contributions are sorted by (pixel, order); each pixel starts from its
+    top-most contribution and adds the ones below it *under* the running
+    result, front to back, one depth level per pass.
+    """
+    pixels = np.concatenate([p.pixels for p in pending])
+    color = np.concatenate([p.color for p in pending], axis=1)
+    alpha = np.concatenate([p.alpha for p in pending])
+    shift = max(int(len(pixels)).bit_length(), 1)
+    keys = (pixels << shift) | np.arange(len(pixels), dtype=np.int64)
+    keys.sort()
+    order = keys & ((1 << shift) - 1)
+    sorted_pixels = keys >> shift
+    boundary = np.ones(len(keys), dtype=bool)
+    np.not_equal(sorted_pixels[1:], sorted_pixels[:-1], out=boundary[:-1])
+    last = np.flatnonzero(boundary)
+    depth = last - np.concatenate(([-1], last[:-1]))
+    top = order[last]
+    acc_color = color.take(top, axis=1)
+    acc_alpha = alpha[top]
+    deeper = np.flatnonzero(depth > 1)
+    level = 1
+    while len(deeper):
+        below = order[last[deeper] - level]
+        transmit = 1.0 - acc_alpha[deeper]
+        acc_color[:, deeper] += color.take(below, axis=1) * transmit
+        acc_alpha[deeper] += alpha[below] * transmit
+        level += 1
+        deeper = deeper[depth[deeper] > level]
+    return SparseLayer(height, width, sorted_pixels[last], acc_color, acc_alpha)
+
+
+def _as_pairs(layer: SparseLayer) -> _Pairs:
+    return _Pairs(layer.pixels, layer.color, layer.alpha)
+
+
+def prepare(display_list: DisplayList) -> list:
+    """Band-independent preprocessing: per layer, the segment table of polylines."""
+    prepared = []
+    for primitives in display_list.layers:
+        if isinstance(primitives, Polylines):
+            table = build_segment_table(primitives)
+            prepared.append((primitives, table, primitives.width[table.polyline] * 0.5 + 0.5))
+        else:
+            prepared.append((primitives, None, None))
+    return prepared
+
+
+def _band_pairs(prepared: list, rows: range, width: int):
+    """(pixel, colour, alpha) contributions inside ``rows``, in drawing order."""
+    for primitives, table, radius in prepared:
+        if table is not None:
+            spans = _line_spans(table, radius, rows, width)
+            evaluate = lambda *span: _line_pairs(primitives, table, *span, width)
+        else:
+            spans = _box_spans(primitives, rows, width)
+            evaluate = lambda *span: _box_pairs(primitives, *span, width)
+        for lo, hi in _chunks(spans[3], _PAIRS_PER_FLUSH):
+            yield evaluate(*(part[lo:hi] for part in spans))
+
+
+def rasterize_band(prepared: list, rows: range, height: int, width: int) -> SparseLayer:
+    """The layer's pixels inside ``rows``, composited in drawing order.
+
+    Work is flushed every few million (pixel, primitive) pairs, so memory
+    stays bounded even for primitives larger than the frame.
+    """
+    layer = SparseLayer.empty(height, width)
+    pending, pending_size = [], 0
+    for pairs in _band_pairs(prepared, rows, width):
+        pending.append(pairs)
+        pending_size += len(pairs.pixels)
+        if pending_size >= _PAIRS_PER_FLUSH:
+            layer = _composite([_as_pairs(layer)] + pending, height, width)
+            pending, pending_size = [], 0
+    return _composite([_as_pairs(layer)] + pending, height, width) if pending else layer

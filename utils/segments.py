@@ -1,0 +1,107 @@
+"""Polylines flattened into a segment table, shared by both rasterisers.
+
+Each segment carries its polyline, its arc-length offset, and the bisector
+planes at its interior joints. The bisectors partition a polyline's
+neighbourhood among its segments, so each pixel is evaluated once per
+polyline against the segment nearest to it (exact while the line is narrower
+than the curve's radius of curvature).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .display_list import Polylines
+
+_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class SegmentTable:
+    """Segments of a batch of polylines, in drawing order (xp arrays).
+
+    ``start_normal``/``end_normal`` are the unit normals of the joint planes:
+    a point ``q`` belongs to the segment when ``(q - p0)·start_normal >= 0``
+    (if ``has_start``) and ``(q - p1)·end_normal < 0`` (if ``has_end``).
+    """
+
+    p0: object            # float32 [S, 2]
+    p1: object            # float32 [S, 2]
+    polyline: object      # int32 [S]
+    arc_start: object     # float32 [S] arc length at p0 along the polyline
+    start_normal: object  # float32 [S, 2]
+    end_normal: object    # float32 [S, 2]
+    has_start: object     # bool [S]
+    has_end: object       # bool [S]
+    arc_total: object     # float32 [P] length of each polyline
+
+    @property
+    def count(self) -> int:
+        return int(self.p0.shape[0])
+
+
+def _unit(vectors, xp):
+    length = xp.sqrt((vectors * vectors).sum(axis=1, keepdims=True))
+    return vectors / xp.maximum(length, _EPS), length[:, 0]
+
+
+def build_segment_table(lines: Polylines, xp=np) -> SegmentTable:
+    """Flatten ``lines`` into segments, dropping zero-length ones.
+
+    A polyline whose vertices all coincide keeps one zero-length segment
+    (drawn as a round dot of the line's width).
+    """
+    vertices = xp.asarray(lines.vertices)
+    offsets = np.asarray(lines.offsets)
+    counts = np.diff(offsets) - 1
+    polyline_np = np.repeat(np.arange(lines.count, dtype=np.int32), counts)
+    starts_np = np.delete(np.arange(len(lines.vertices) - 1), offsets[1:-1] - 1) if lines.count else np.zeros(0, int)
+    starts = xp.asarray(starts_np)
+    polyline = xp.asarray(polyline_np)
+    p0 = vertices[starts]
+    p1 = vertices[starts + 1]
+    tangent, length = _unit(p1 - p0, xp)
+
+    # Keep non-degenerate segments, or the first segment of an all-degenerate polyline.
+    keep = length > _EPS
+    polyline_has_length = xp.zeros(lines.count, dtype=bool)
+    polyline_has_length[polyline[keep]] = True
+    first_of_polyline = xp.asarray(np.r_[True, polyline_np[1:] != polyline_np[:-1]] if polyline_np.size else np.zeros(0, bool))
+    keep |= first_of_polyline & ~polyline_has_length[polyline]
+    p0, p1, tangent, length, polyline = p0[keep], p1[keep], tangent[keep], length[keep], polyline[keep]
+
+    count = p0.shape[0]
+    same_as_prev = xp.zeros(count, dtype=bool)
+    if count > 1:
+        same_as_prev[1:] = polyline[1:] == polyline[:-1]
+    has_start = same_as_prev
+    has_end = xp.zeros(count, dtype=bool)
+    has_end[:-1] = same_as_prev[1:]
+
+    # Joint plane normal = mean of the incoming and outgoing tangents.
+    joint = xp.zeros((count, 2), dtype=xp.float32)
+    if count > 1:
+        joint[1:] = tangent[:-1] + tangent[1:]
+        reversal = (joint * joint).sum(axis=1) < _EPS
+        joint[reversal] = tangent[reversal]
+    joint, _ = _unit(joint, xp)
+    start_normal = xp.where(has_start[:, None], joint, 0).astype(xp.float32)
+    end_normal = xp.zeros((count, 2), dtype=xp.float32)
+    if count > 1:
+        end_normal[:-1] = start_normal[1:]
+
+    # Arc length at each segment start, restarting at every polyline.
+    cumulative = xp.cumsum(length) - length
+    first_index = xp.zeros(lines.count, dtype=xp.int64)
+    is_first = ~same_as_prev
+    first_index[polyline[is_first]] = xp.nonzero(is_first)[0]
+    arc_start = (cumulative - cumulative[first_index[polyline]]).astype(xp.float32)
+    arc_total = xp.zeros(lines.count, dtype=xp.float32)
+    if count:
+        last = xp.ones(count, dtype=bool)
+        last[:-1] = ~same_as_prev[1:]
+        arc_total[polyline[last]] = (arc_start + length)[last]
+    return SegmentTable(p0.astype(xp.float32), p1.astype(xp.float32), polyline.astype(xp.int32),
+                        arc_start, start_normal, end_normal, has_start, has_end, arc_total)
