@@ -1,0 +1,268 @@
+"""Video in and out: probe, streaming decode, atomic H.264 writer, PNG."""
+
+import logging
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from trackoverlay.utils.video_io import VideoWriter, iter_video_frames, probe_video, write_png
+
+
+def gradient_frame(index, height=48, width=64):
+    """A smooth frame whose brightness rises with ``index`` (compresses well)."""
+    frame = np.zeros((height, width, 3), np.uint8)
+    frame[..., 0] = np.linspace(0, 200, width, dtype=np.uint8)[None, :]
+    frame[..., 1] = 20 + 10 * index
+    frame[..., 2] = 128
+    return frame
+
+
+def write_clip(path, count=8, height=48, width=64, fps=24):
+    frames = [gradient_frame(i, height, width) for i in range(count)]
+    with VideoWriter(path, fps=fps, crf=12) as writer:
+        for frame in frames:
+            writer.write(frame)
+    return frames
+
+
+def test_write_read_round_trip(tmp_path):
+    target = tmp_path / "clip.mp4"
+    frames = write_clip(target)
+    assert target.is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["clip.mp4"]  # no temp file left
+    info = probe_video(target)
+    assert (info.width, info.height, info.frame_count) == (64, 48, 8)
+    assert info.fps == 24
+    decoded = list(iter_video_frames(target))
+    assert len(decoded) == 8
+    for original, back in zip(frames, decoded):
+        assert back.shape == (48, 64, 3) and back.dtype == np.uint8
+        assert abs(float(back.mean()) - float(original.mean())) < 2.0
+
+
+def test_input_frames_not_modified(tmp_path):
+    frame = gradient_frame(0, 25, 33)
+    before = frame.copy()
+    with VideoWriter(tmp_path / "odd.mp4") as writer:
+        writer.write(frame)
+    np.testing.assert_array_equal(frame, before)
+
+
+def test_odd_size_is_padded_to_even(tmp_path):
+    target = tmp_path / "odd.mp4"
+    write_clip(target, count=3, height=25, width=33)
+    info = probe_video(target)
+    assert (info.width, info.height) == (34, 26)
+    first = next(iter_video_frames(target))
+    assert first.shape == (26, 34, 3)
+
+
+def test_fractional_fps(tmp_path):
+    target = tmp_path / "ntsc.mp4"
+    write_clip(target, count=4, fps=30000 / 1001)
+    assert float(probe_video(target).fps) == pytest.approx(29.97, abs=0.01)
+
+
+@pytest.mark.parametrize("interrupt", [RuntimeError("boom"), KeyboardInterrupt()])
+def test_interrupted_writer_leaves_no_file(tmp_path, interrupt):
+    target = tmp_path / "broken.mp4"
+    with pytest.raises(type(interrupt)):
+        with VideoWriter(target) as writer:
+            writer.write(gradient_frame(0))
+            writer.write(gradient_frame(1))
+            raise interrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_abort_and_empty_writer_leave_no_file(tmp_path):
+    target = tmp_path / "never.mp4"
+    writer = VideoWriter(target)
+    writer.write(gradient_frame(0))
+    writer.abort()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="no frames"):
+        with VideoWriter(target):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_file_is_replaced_only_on_success(tmp_path):
+    target = tmp_path / "out.mp4"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with VideoWriter(target) as writer:
+            writer.write(gradient_frame(0))
+            raise RuntimeError
+    assert target.read_bytes() == b"old"
+    write_clip(target, count=2)
+    assert probe_video(target).frame_count == 2
+
+
+def test_unwritable_output_fails_at_open(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="missing"):
+        VideoWriter(tmp_path / "missing" / "out.mp4")
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        VideoWriter(tmp_path)
+
+    def refuse(**kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", refuse)  # folder modes do not stop root
+    with pytest.raises(PermissionError, match=r"out.mp4.*not writable.*Permission denied"):
+        VideoWriter(tmp_path / "out.mp4")
+
+
+def test_bad_frames_and_parameters(tmp_path):
+    target = tmp_path / "bad.mp4"
+    for kwargs, word in (({"fps": 0}, "fps"), ({"fps": "fast"}, "fps"), ({"crf": 60}, "crf")):
+        with pytest.raises(ValueError, match=word):
+            VideoWriter(target, **kwargs)
+    with VideoWriter(target) as writer:
+        with pytest.raises(ValueError, match=r"uint8 RGB.*float32"):
+            writer.write(np.zeros((8, 8, 3), np.float32))
+        with pytest.raises(ValueError, match=r"\[8, 8, 4\]"):
+            writer.write(np.zeros((8, 8, 4), np.uint8))
+        writer.write(gradient_frame(0))
+        with pytest.raises(ValueError, match="first frame"):
+            writer.write(gradient_frame(1, 32, 32))
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(gradient_frame(0))
+
+
+def test_missing_empty_and_non_video_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.mp4"):
+        probe_video(tmp_path / "nope.mp4")
+    with pytest.raises(FileNotFoundError, match="nope.mp4"):
+        iter_video_frames(tmp_path / "nope.mp4")
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match="empty.mp4.*empty"):
+        probe_video(empty)
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video")
+    with pytest.raises(ValueError, match="notes.mp4 is not a readable video"):
+        iter_video_frames(text)
+    with pytest.raises(ValueError, match="not a file"):
+        probe_video(tmp_path)
+
+
+def test_file_without_video_stream(tmp_path):
+    target = tmp_path / "audio.wav"
+    container = av.open(str(target), "w")
+    stream = container.add_stream("pcm_s16le", rate=8000)
+    frame = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), format="s16", layout="mono")
+    frame.sample_rate = 8000
+    container.mux(stream.encode(frame))
+    container.mux(stream.encode(None))
+    container.close()
+    with pytest.raises(ValueError, match="audio.wav has no video stream"):
+        probe_video(target)
+
+
+def test_truncated_file_is_rejected(tmp_path):
+    target = tmp_path / "cut.mp4"
+    write_clip(target)
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2])  # the index (moov) is at the end: unreadable
+    with pytest.raises(ValueError, match="cut.mp4 is not a readable video"):
+        probe_video(target)
+
+
+def _streamable_clip(path, count=30):
+    """An MP4 with its index first (faststart), noisy frames so each packet is large."""
+    rng = np.random.default_rng(0)
+    container = av.open(str(path), "w", format="mp4", options={"movflags": "faststart"})
+    stream = container.add_stream("libx264", rate=24)
+    stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+    for index in range(count):
+        frame = av.VideoFrame.from_ndarray(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8), format="rgb24")
+        frame.pts = index
+        container.mux(stream.encode(frame))
+    container.mux(stream.encode(None))
+    container.close()
+
+
+def test_truncated_streamable_file_yields_what_is_there(tmp_path):
+    target = tmp_path / "cut.mp4"
+    _streamable_clip(target)
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2])
+    frames = list(iter_video_frames(target))
+    assert 0 < len(frames) < 30
+    assert all(frame.shape == (48, 64, 3) for frame in frames)
+
+
+def test_corrupt_middle_does_not_crash(tmp_path):
+    target = tmp_path / "corrupt.mp4"
+    _streamable_clip(target)
+    data = bytearray(target.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 2000] = bytes(2000)
+    target.write_bytes(bytes(data))
+    frames = list(iter_video_frames(target))
+    assert 0 < len(frames) <= 30
+    assert all(frame.shape == (48, 64, 3) for frame in frames)
+
+
+class _Frame:
+    def __init__(self, value, fail=False):
+        self.value, self.fail = value, fail
+
+    def to_ndarray(self, format):
+        if self.fail:
+            raise ValueError("unsupported")
+        return np.full((2, 2, 3), self.value, np.uint8)
+
+
+class _Packet:
+    def __init__(self, frames=(), error=None):
+        self.frames, self.error = list(frames), error
+
+    def decode(self):
+        if self.error:
+            raise self.error
+        return self.frames
+
+
+def test_bad_frames_mid_stream_are_logged_and_skipped(caplog):
+    from trackoverlay.utils.video_io import _decoded_frames
+
+    bad = av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
+    packets = [_Packet([_Frame(0)]), _Packet(error=bad), _Packet([_Frame(2), _Frame(3, fail=True)]),
+               _Packet([_Frame(4)])]
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        values = [int(frame[0, 0, 0]) for frame in _decoded_frames(packets, "clip.mp4")]
+    assert values == [0, 2, 4]
+    assert "clip.mp4: frame 1 failed to decode" in caplog.text
+    assert "clip.mp4: frame 3 failed to convert" in caplog.text
+
+
+def test_demuxer_error_ends_stream_with_warning(caplog):
+    from trackoverlay.utils.video_io import _decoded_frames
+
+    def packets():
+        yield _Packet([_Frame(7)])
+        raise av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
+
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        frames = list(_decoded_frames(packets(), "clip.mp4"))
+    assert len(frames) == 1
+    assert "stopped reading after frame 1" in caplog.text
+
+
+def test_write_png_round_trip(tmp_path):
+    frame = gradient_frame(3)
+    target = tmp_path / "frame.png"
+    write_png(target, frame)
+    back = cv2.cvtColor(cv2.imread(str(target), cv2.IMREAD_UNCHANGED), cv2.COLOR_BGR2RGB)
+    np.testing.assert_array_equal(back, frame)
+    rgba = np.dstack([frame, np.full(frame.shape[:2], 77, np.uint8)])
+    write_png(tmp_path / "alpha.png", rgba)
+    back = cv2.cvtColor(cv2.imread(str(tmp_path / "alpha.png"), cv2.IMREAD_UNCHANGED), cv2.COLOR_BGRA2RGBA)
+    np.testing.assert_array_equal(back, rgba)
+    with pytest.raises(ValueError, match="bad.png"):
+        write_png(tmp_path / "bad.png", frame.astype(np.float32))
+    with pytest.raises(FileNotFoundError):
+        write_png(tmp_path / "missing" / "x.png", frame)

@@ -1,0 +1,194 @@
+"""Detect and follow feature points through an image batch (CPU, OpenCV).
+
+Points are detected on the first frame and re-detected every
+``redetect_interval`` frames to fill free slots; between detections they are
+followed by pyramidal Lucas-Kanade optical flow with a forward-backward check.
+A point keeps its column while it stays visible; a lost point never comes
+back (a later detection at the same place gets a new column).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .arrays import to_numpy
+from .tracks import Tracks, fill_hidden
+
+METHODS = ("corners", "blobs", "bright")
+
+_LK_PARAMS = dict(winSize=(21, 21), maxLevel=3,
+                  criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
+_FB_MAX_ERROR = 1.0  # pixels: forward-backward round trip must come home this close
+
+
+def _check_frames(frames) -> np.ndarray:
+    """RGB [B, H, W, 3] uint8 or float frames (a view of the input, never a copy)."""
+    array = to_numpy(frames)
+    shape = list(array.shape)
+    if array.ndim == 3:
+        array = array[None]
+    if array.ndim != 4 or array.shape[-1] != 3:
+        raise ValueError(f"frames must be RGB images [B, H, W, 3] or [H, W, 3], got shape {shape}")
+    if array.dtype != np.uint8 and not np.issubdtype(array.dtype, np.floating):
+        raise TypeError(f"frames must be uint8 (0..255) or float (0..1), got dtype {array.dtype}")
+    return array
+
+
+def _gray(frame: np.ndarray) -> np.ndarray:
+    """uint8 [H, W] gray from one uint8 or 0..1 float RGB frame."""
+    if frame.dtype != np.uint8:
+        frame = (np.clip(np.nan_to_num(frame), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    return cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2GRAY)
+
+
+def _select(points: np.ndarray, scores: np.ndarray, live: np.ndarray, min_distance: float,
+            limit: int) -> np.ndarray:
+    """Up to ``limit`` strongest points at least ``min_distance`` from live points and each other."""
+    if len(live) and len(points):
+        nearest, _ = cKDTree(live).query(points, k=1)
+        keep = nearest >= min_distance
+        points, scores = points[keep], scores[keep]
+    chosen = np.zeros((limit, 2), np.float32)
+    count = 0
+    for index in np.argsort(-scores, kind="stable"):
+        if count == limit:
+            break
+        if count and np.min(np.hypot(*(chosen[:count] - points[index]).T)) < min_distance:
+            continue
+        chosen[count] = points[index]
+        count += 1
+    return chosen[:count]
+
+
+def _detect_corners(gray, sensitivity, min_distance, live, limit):
+    """Shi-Tomasi corners, refined to sub-pixel accuracy."""
+    quality = 0.1 ** (1.0 + 2.0 * sensitivity)  # 0.1 (strict) .. 0.001 (sensitive)
+    corners = cv2.goodFeaturesToTrack(gray, maxCorners=0, qualityLevel=quality,
+                                      minDistance=max(min_distance, 1.0), blockSize=3)
+    if corners is None:
+        return np.zeros((0, 2), np.float32)
+    corners = corners.reshape(-1, 2)
+    chosen = _select(corners, -np.arange(len(corners), dtype=np.float32), live, min_distance, limit)
+    if len(chosen) == 0:
+        return chosen
+    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
+    return cv2.cornerSubPix(gray, chosen.reshape(-1, 1, 2), (5, 5), (-1, -1), criteria).reshape(-1, 2)
+
+
+def _detect_blobs(gray, sensitivity, min_distance, live, limit):
+    """OpenCV blobs of either polarity, largest first."""
+    params = cv2.SimpleBlobDetector_Params()
+    params.filterByColor = False
+    params.minArea = 4.0 + 60.0 * (1.0 - sensitivity)
+    params.maxArea = float(gray.size)
+    params.minConvexity = 0.8
+    params.minDistBetweenBlobs = max(min_distance, 1.0)
+    keypoints = cv2.SimpleBlobDetector_create(params).detect(gray)
+    points = np.array([kp.pt for kp in keypoints], np.float32).reshape(-1, 2)
+    sizes = np.array([kp.size for kp in keypoints], np.float32)
+    return _select(points, sizes, live, min_distance, limit)
+
+
+def _detect_bright(gray, sensitivity, min_distance, live, limit):
+    """Bright spots at their intensity-weighted centroids, brightest mass first."""
+    level = round(255.0 * (0.9 - 0.6 * sensitivity))  # 230 (strict) .. 77 (sensitive)
+    count, labels = cv2.connectedComponents((gray > level).astype(np.uint8), connectivity=8)
+    inside = np.flatnonzero(labels)
+    label = labels.ravel()[inside]
+    weight = gray.ravel()[inside].astype(np.float64)
+    rows, cols = np.divmod(inside, gray.shape[1])
+    mass = np.bincount(label, weight, count)[1:]
+    x = np.bincount(label, weight * cols, count)[1:] / mass
+    y = np.bincount(label, weight * rows, count)[1:] / mass
+    points = np.stack([x, y], axis=1).astype(np.float32)
+    return _select(points, mass.astype(np.float32), live, min_distance, limit)
+
+
+_DETECTORS = {"corners": _detect_corners, "blobs": _detect_blobs, "bright": _detect_bright}
+
+
+def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray):
+    """LK-tracked positions and a mask of points that passed every check."""
+    if len(points) == 0:
+        return points, np.zeros(0, bool)
+    start = points.reshape(-1, 1, 2)
+    forward, status_f, _ = cv2.calcOpticalFlowPyrLK(previous, current, start, None, **_LK_PARAMS)
+    back, status_b, _ = cv2.calcOpticalFlowPyrLK(current, previous, forward, None, **_LK_PARAMS)
+    forward, back = forward.reshape(-1, 2), back.reshape(-1, 2)
+    height, width = current.shape
+    ok = (status_f.ravel() == 1) & (status_b.ravel() == 1)
+    ok &= np.hypot(*(back - points).T) < _FB_MAX_ERROR
+    ok &= (forward[:, 0] >= -0.5) & (forward[:, 0] <= width - 0.5)
+    ok &= (forward[:, 1] >= -0.5) & (forward[:, 1] <= height - 0.5)
+    return forward, ok
+
+
+def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, point_size,
+                  max_tracks) -> None:
+    if method not in _DETECTORS:
+        raise ValueError(f"method {method!r} is not known; use one of {', '.join(METHODS)}")
+    if max_points < 1:
+        raise ValueError(f"max_points must be >= 1, got {max_points}")
+    if not min_distance >= 0:
+        raise ValueError(f"min_distance must be >= 0 pixels, got {min_distance}")
+    if not 0.0 <= sensitivity <= 1.0:
+        raise ValueError(f"sensitivity must lie in 0..1, got {sensitivity}")
+    if redetect_interval < 1:
+        raise ValueError(f"redetect_interval must be >= 1 frame, got {redetect_interval}")
+    if not point_size >= 0:
+        raise ValueError(f"point_size must be >= 0 pixels, got {point_size}")
+    if max_tracks < max_points:
+        raise ValueError(f"max_tracks ({max_tracks}) must be >= max_points ({max_points})")
+
+
+def detect_tracks(frames, max_points: int = 100, min_distance: float = 20.0, sensitivity: float = 0.5,
+                  method: str = "corners", redetect_interval: int = 5, point_size: float = 16.0,
+                  max_tracks: int | None = None) -> Tracks:
+    """Detect points in ``frames`` and follow them; returns :class:`Tracks`.
+
+    Args:
+        frames: RGB [B, H, W, 3] (or one [H, W, 3]) as uint8 or float in 0..1
+            (NumPy, or torch on the CPU).
+        max_points: most points visible at once.
+        min_distance: new points keep this many pixels from live points and each other.
+        sensitivity: 0..1; higher finds weaker corners, smaller blobs, dimmer spots.
+        method: "corners" (Shi-Tomasi), "blobs" (OpenCV blob detector, bright or
+            dark) or "bright" (bright spots, intensity-weighted centroids).
+        redetect_interval: detect new points every this many frames (1 = every frame).
+        point_size: box width and height written to ``track_size``, in pixels.
+        max_tracks: most columns in the clip (default ``4 * max_points``); once
+            reached, no new tracks start.
+
+    Invisible slots hold the track's nearest known position. Deterministic.
+    """
+    max_tracks = 4 * max_points if max_tracks is None else max_tracks
+    _check_params(max_points, min_distance, sensitivity, method, redetect_interval, point_size, max_tracks)
+    frames = _check_frames(frames)
+    count = len(frames)
+    path = np.zeros((count, max_tracks, 2), np.float32)
+    visible = np.zeros((count, max_tracks), bool)
+    detector = _DETECTORS[method]
+    live_ids = np.zeros(0, int)
+    live_points = np.zeros((0, 2), np.float32)
+    used = 0
+    previous = None
+    for t in range(count):
+        gray = _gray(frames[t])
+        if previous is not None:
+            live_points, ok = _follow(previous, gray, live_points)
+            live_ids, live_points = live_ids[ok], live_points[ok]
+        previous = gray
+        room = min(max_points - len(live_ids), max_tracks - used)
+        if t % redetect_interval == 0 and room > 0:
+            fresh = detector(gray, sensitivity, min_distance, live_points, room)
+            live_ids = np.concatenate([live_ids, np.arange(used, used + len(fresh))])
+            live_points = np.concatenate([live_points, fresh]).astype(np.float32)
+            used += len(fresh)
+        path[t, live_ids] = live_points + 0.5  # OpenCV's pixel centres are integers; ours are at +0.5
+        visible[t, live_ids] = True
+    visible = visible[:, :used]
+    path = fill_hidden(path[:, :used], visible)
+    size = np.full(path.shape, point_size, np.float32)
+    return Tracks(path, visible, size, name="detected tracks")
