@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .composite import blend_pixels, check_frame
+from .composite import blend_pixels, check_frame, layer_to_rgba
 from .display_list import DisplayList
 from .raster_cpu import SparseLayer, prepare, rasterize_band
 
@@ -65,6 +65,10 @@ class CpuRenderer:
 
         self._map(render_band, self._bands(height))
         return out
+
+    def render_layer(self, display_list: DisplayList, height: int, width: int):
+        """The overlay alone: straight RGB float32 [H, W, 3] and alpha float32 [H, W]."""
+        return layer_to_rgba(self.rasterize(display_list, height, width))
 
     def close(self) -> None:
         """Stop the worker threads (the renderer stays usable)."""

@@ -1,0 +1,103 @@
+"""Backend selection: which renderer runs, and why.
+
+Nothing here touches a GPU at import time; CuPy and FAISS are imported and
+probed on first use only.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from .log import LOGGER
+
+BACKENDS = ("auto", "cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What a backend request resolved to, with the facts behind it."""
+
+    requested: str
+    selected: str
+    reason: str
+    gpu: dict = field(default_factory=dict)
+    faiss: str = "not checked"
+
+    def describe(self) -> str:
+        """A few human-readable lines for logs and the Backend Info node."""
+        lines = [f"requested: {self.requested}", f"selected: {self.selected} ({self.reason})"]
+        lines += [f"{key}: {value}" for key, value in self.gpu.items()]
+        lines.append(f"faiss: {self.faiss}")
+        return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=1)
+def probe_gpu() -> tuple[bool, dict | str]:
+    """(True, device facts) when CuPy can run a kernel on a GPU, else (False, reason)."""
+    try:
+        import cupy
+    except Exception as error:  # ImportError, or a broken CUDA install raising anything
+        return False, f"CuPy is not importable ({type(error).__name__}: {error})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count < 1:
+            return False, "CuPy found no CUDA device"
+        device = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(device.id)
+        free, total = device.mem_info
+        int(cupy.arange(4).sum())  # compiles and runs a kernel
+        return True, {
+            "device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+            "compute_capability": device.compute_capability,
+            "memory_total_mib": total // 2**20,
+            "memory_free_mib": free // 2**20,
+            "driver_version": cupy.cuda.runtime.driverGetVersion(),
+            "runtime_version": cupy.cuda.runtime.runtimeGetVersion(),
+            "cupy_version": cupy.__version__,
+        }
+    except Exception as error:
+        return False, f"CuPy cannot use the GPU ({type(error).__name__}: {error})"
+
+
+@functools.lru_cache(maxsize=1)
+def probe_faiss() -> str:
+    """FAISS version with its GPU count, or why it is unavailable."""
+    try:
+        import faiss
+    except Exception as error:
+        return f"not importable ({type(error).__name__}: {error})"
+    gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    return f"{faiss.__version__}, {gpus} GPU(s)"
+
+
+def select_backend(requested: str = "auto") -> BackendInfo:
+    """Resolve ``auto``/``cpu``/``gpu`` to the backend that will run.
+
+    ``auto`` falls back to the CPU with the reason; ``gpu`` raises
+    ``RuntimeError`` with the reason and the fix when no GPU is usable.
+    """
+    if requested not in BACKENDS:
+        raise ValueError(f"backend {requested!r} is not one of {', '.join(BACKENDS)}")
+    if requested == "cpu":
+        return BackendInfo("cpu", "cpu", "requested", faiss=probe_faiss())
+    ok, facts = probe_gpu()
+    if ok:
+        return BackendInfo(requested, "gpu", "CuPy runs on the GPU", gpu=facts, faiss=probe_faiss())
+    if requested == "gpu":
+        raise RuntimeError(f"backend 'gpu' was requested but {facts}. Install CuPy for your CUDA "
+                           "version (pip install cupy-cuda12x or cupy-cuda13x) or choose backend 'cpu'.")
+    LOGGER.info("Track Overlay renders on the CPU: %s", facts)
+    return BackendInfo(requested, "cpu", str(facts), faiss=probe_faiss())
+
+
+def make_renderer(requested: str = "auto"):
+    """A renderer for the resolved backend (``render``/``render_layer`` API)."""
+    info = select_backend(requested)
+    if info.selected == "gpu":
+        from .render_gpu import GpuRenderer
+
+        return GpuRenderer(), info
+    from .render_cpu import CpuRenderer
+
+    return CpuRenderer(), info

@@ -1,0 +1,382 @@
+"""Per-frame neighbour graph over tracked points (kNN or radius), with caps and hysteresis.
+
+Written once for NumPy and CuPy: every array step uses the module of the
+input (``xp``) and only functions both provide (sorts, ``unique``,
+``searchsorted``, masks). The neighbour search is a plug with the signature of
+:func:`knn_cpu` (``knn(points, k) -> (idx, dist)``) or, in radius mode,
+:func:`pairs_within_cpu` (``pairs_within(points, radius) -> pairs``); the CPU
+plugs use ``scipy.spatial.cKDTree`` and hand results back in the input's
+module, so a GPU plug can replace them without touching the graph logic.
+
+Edges are undirected int64 ``[E, 2]`` index pairs with ``i < j``, unique and
+sorted by ``(i, j)``; lengths are float32 Euclidean distances in pixels. Every
+tie (equal distances) is broken by index, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .arrays import array_module, to_numpy
+from .log import LOGGER
+
+MODES = ("knn", "radius")
+
+
+def _check_number(name: str, value, low: float, high: float = math.inf,
+                  low_open: bool = False, high_open: bool = True, integer: bool = False) -> None:
+    kind = "an integer" if integer else "a number"
+    left, right = ("(" if low_open else "["), (")" if high_open else "]")
+    allowed = f"GraphParams.{name} must be {kind} in {left}{low}, {high}{right}"
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer) if integer else (int, float, np.number)):
+        raise ValueError(f"{allowed}, got {value!r}")
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if math.isnan(value) or too_low or too_high:
+        raise ValueError(f"{allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class GraphParams:
+    """How to link points.
+
+    Attributes:
+        mode: ``"knn"`` (each point links to its ``k`` nearest; undirected union)
+            or ``"radius"`` (every pair at distance <= ``radius``).
+        k: neighbours proposed per point, >= 1 (kNN mode).
+        radius: link distance in pixels, > 0 (radius mode).
+        max_length: drop edges longer than this many pixels; 0 = no cap.
+        delta_y_cap: drop edges with ``|dy|`` above this many pixels; 0 = no cap.
+        degree_cap: at most this many edges per point; 0 = no cap.
+        hysteresis: stickiness margin in [0, 1) for edges that existed in the
+            previous frame (see :func:`build_edges`); 0 = off.
+    """
+
+    mode: str = "knn"
+    k: int = 5
+    radius: float = 200.0
+    max_length: float = 0.0
+    delta_y_cap: float = 0.0
+    degree_cap: int = 0
+    hysteresis: float = 0.0
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"GraphParams.mode must be one of {MODES}, got {self.mode!r}")
+        _check_number("k", self.k, 1, integer=True)
+        _check_number("radius", self.radius, 0.0, low_open=True)
+        _check_number("max_length", self.max_length, 0.0)
+        _check_number("delta_y_cap", self.delta_y_cap, 0.0)
+        _check_number("degree_cap", self.degree_cap, 0, integer=True)
+        _check_number("hysteresis", self.hysteresis, 0.0, 1.0)
+
+
+# ----------------------------------------------------------------- xp helpers
+
+
+def _unique(xp, keys):
+    """Sorted unique values of a 1-D int array (sort-based; ``numpy.unique`` is slower here)."""
+    keys = xp.sort(keys)
+    if keys.size == 0:
+        return keys
+    return keys[xp.concatenate([xp.ones(1, dtype=bool), keys[1:] != keys[:-1]])]
+
+
+def _float_key(xp, values, ids, n: int):
+    """Int64 keys ordering by (non-negative float ``values``, then ``ids`` < ``n``).
+
+    Non-negative float32 bit patterns sort like their values, so one integer
+    sort replaces a two-key lexsort.
+    """
+    bits = xp.asarray(values, dtype=xp.float32).view(xp.int32).astype(xp.int64)
+    return bits * n + ids
+
+
+def _group_rank(xp, sorted_groups, n: int):
+    """Position of each element inside its run of equal values (sorted input, values < ``n``)."""
+    counts = xp.bincount(sorted_groups, minlength=n)
+    first = xp.cumsum(counts) - counts
+    return xp.arange(sorted_groups.size, dtype=xp.int64) - first[sorted_groups]
+
+
+def _contains(xp, sorted_keys, keys):
+    """Boolean mask: which ``keys`` occur in the sorted array ``sorted_keys``."""
+    if sorted_keys.size == 0 or keys.size == 0:
+        return xp.zeros(keys.shape, dtype=bool)
+    order = xp.argsort(keys)  # sorted needles make the binary searches cache-friendly
+    pos = xp.minimum(xp.searchsorted(sorted_keys, keys[order]), sorted_keys.size - 1)
+    hit = xp.empty(keys.shape, dtype=bool)
+    hit[order] = sorted_keys[pos] == keys[order]
+    return hit
+
+
+def _pair_keys(xp, a, b, n: int):
+    """Undirected pair keys ``min * n + max`` (int64)."""
+    return xp.minimum(a, b).astype(xp.int64) * n + xp.maximum(a, b).astype(xp.int64)
+
+
+def _decode(xp, keys, n: int):
+    """Inverse of :func:`_pair_keys`: int64 ``[E, 2]`` edges."""
+    return xp.stack([keys // n, keys % n], axis=1).astype(xp.int64)
+
+
+def edge_lengths(points, edges):
+    """Float32 lengths of ``edges`` (int ``[E, 2]``) over ``points`` (``[N, 2]``)."""
+    xp = array_module(points)
+    delta = points[edges[:, 1]].astype(xp.float32) - points[edges[:, 0]].astype(xp.float32)
+    return xp.sqrt((delta * delta).sum(axis=1)).astype(xp.float32)
+
+
+# ------------------------------------------------------------------ CPU plugs
+
+
+def _distances(pts, rows, cols):
+    """Float64 distances between ``pts[rows]`` and ``pts[cols]`` (any matching shapes)."""
+    delta = pts[cols] - pts[rows]
+    return np.sqrt(delta[..., 0] * delta[..., 0] + delta[..., 1] * delta[..., 1])
+
+
+def _select_nearest(pts, rows, cols, k: int):
+    """Per row, the ``k`` non-self candidates nearest by (distance, index); rows ascending."""
+    keep = rows != cols
+    rows, cols = rows[keep], cols[keep]
+    dist = _distances(pts, rows, cols)
+    order = np.lexsort((cols, dist, rows))
+    order = order[_group_rank(np, rows[order], len(pts)) < k]
+    return cols[order].reshape(-1, k), dist[order].reshape(-1, k)
+
+
+def _ball_candidates(tree, pts, rows, reach):
+    """``(rows, cols)`` of every point within ``reach[r]`` of each point in ``rows``."""
+    balls = tree.query_ball_point(pts[rows], reach)
+    sizes = np.fromiter(map(len, balls), dtype=np.int64, count=len(balls))
+    cols = np.fromiter(itertools.chain.from_iterable(balls), dtype=np.int64, count=int(sizes.sum()))
+    return np.repeat(rows, sizes), cols
+
+
+def knn_cpu(points, k: int):
+    """k nearest neighbours of every point, excluding itself (``scipy`` cKDTree).
+
+    Args:
+        points: float ``[N, 2]`` NumPy or CuPy array (CuPy is copied to the host).
+        k: neighbours wanted, >= 1.
+
+    Returns:
+        ``(idx, dist)``: int64 and float32 ``[N, k']`` with ``k' = min(k, N - 1)``,
+        in the input's array module; rows sorted by distance, ties by index.
+        Ranking is exact in float64, duplicate points and ties included: rows
+        whose k-th distance ties the farthest returned candidate are re-solved
+        with a ball query.
+    """
+    xp = array_module(points)
+    pts = to_numpy(points).astype(np.float64)
+    n = len(pts)
+    k = min(int(k), n - 1)
+    if k < 1:
+        return xp.zeros((n, 0), dtype=xp.int64), xp.zeros((n, 0), dtype=xp.float32)
+    tree = cKDTree(pts)
+    _, cand = tree.query(pts, k=min(k + 2, n))
+    cand = np.sort(cand, axis=1).astype(np.int64)  # index order: the stable sort breaks ties by index
+    dist = _distances(pts, np.arange(n)[:, None], cand)
+    reach = dist.max(axis=1)
+    order = np.argsort(np.where(cand == np.arange(n)[:, None], np.inf, dist), axis=1, kind="stable")[:, :k]
+    idx, dist = np.take_along_axis(cand, order, 1), np.take_along_axis(dist, order, 1)
+    tied = np.flatnonzero(dist[:, -1] >= reach) if cand.shape[1] < n else np.zeros(0, np.int64)
+    if tied.size:
+        rows, cols = _ball_candidates(tree, pts, tied, reach[tied] * (1.0 + 1e-9) + 1e-9)
+        idx[tied], dist[tied] = _select_nearest(pts, rows, cols, k)
+    return xp.asarray(idx), xp.asarray(dist.astype(np.float32))
+
+
+def pairs_within_cpu(points, radius: float):
+    """All index pairs ``i < j`` at distance <= ``radius`` (int64 ``[P, 2]``, input's module)."""
+    xp = array_module(points)
+    pts = to_numpy(points).astype(np.float64)
+    pairs = cKDTree(pts).query_pairs(float(radius), output_type="ndarray")
+    return xp.asarray(pairs.astype(np.int64).reshape(-1, 2))
+
+
+# ---------------------------------------------------------------- candidates
+
+
+def _knn_keys(xp, pts, ids, n: int, params: GraphParams, knn, sticky):
+    """Sorted unique pair keys of the kNN union (hysteresis-scored when ``sticky``)."""
+    k = min(params.k, ids.size - 1)
+    if k < 1:
+        return xp.zeros(0, dtype=xp.int64)
+    query_k = params.k + max(2, params.k) if sticky is not None else params.k
+    idx, dist = knn(pts[ids], query_k)
+    width = idx.shape[1]
+    rows = xp.repeat(xp.arange(ids.size, dtype=xp.int64), width)
+    cols = xp.asarray(idx, dtype=xp.int64).ravel()
+    keys = _pair_keys(xp, ids[rows], ids[cols], n)
+    if sticky is not None:
+        dist = xp.asarray(dist, dtype=xp.float32).ravel()
+        score = xp.where(_contains(xp, sticky, keys), dist / (1.0 + params.hysteresis), dist)
+        best = xp.argsort(_float_key(xp, score, cols, ids.size).reshape(-1, width), axis=1)[:, :k]
+        keys = xp.take_along_axis(keys.reshape(-1, width), best, axis=1).ravel()
+    return _unique(xp, keys)
+
+
+def _radius_keys(xp, pts, ids, n: int, params: GraphParams, pairs_within, sticky):
+    """Sorted unique pair keys within the radius (``radius * (1 + margin)`` for sticky edges)."""
+    margin = params.hysteresis if sticky is not None else 0.0
+    pairs = xp.asarray(pairs_within(pts[ids], params.radius * (1.0 + margin)), dtype=xp.int64)
+    keys = _unique(xp, _pair_keys(xp, ids[pairs[:, 0]], ids[pairs[:, 1]], n))
+    lengths = edge_lengths(pts, _decode(xp, keys, n))
+    limit = params.radius
+    if sticky is not None:
+        limit = xp.where(_contains(xp, sticky, keys), params.radius * (1.0 + margin), params.radius)
+    return keys[lengths <= limit]
+
+
+# ---------------------------------------------------------------------- caps
+
+
+def _degree_mask(xp, edges, lengths, cap: int, n: int):
+    """Edges among the ``cap`` shortest (by length, then other id) of BOTH endpoints."""
+    count = edges.shape[0]
+    node = xp.concatenate([edges[:, 0], edges[:, 1]])
+    other = xp.concatenate([edges[:, 1], edges[:, 0]])
+    by_length = xp.argsort(_float_key(xp, xp.concatenate([lengths, lengths]), other, n))
+    position = xp.empty(2 * count, dtype=xp.int64)
+    position[by_length] = xp.arange(2 * count, dtype=xp.int64)
+    order = xp.argsort(node * (2 * count) + position)  # keys unique: no stable sort needed
+    ok = xp.zeros(2 * count, dtype=bool)
+    ok[order] = _group_rank(xp, node[order], n) < cap
+    return ok[:count] & ok[count:]
+
+
+def _apply_caps(xp, pts, edges, lengths, params: GraphParams):
+    """``delta_y_cap``, then ``max_length``, then ``degree_cap`` (true lengths)."""
+    keep = xp.ones(edges.shape[0], dtype=bool)
+    if params.delta_y_cap > 0:
+        keep &= xp.abs(pts[edges[:, 1], 1] - pts[edges[:, 0], 1]) <= params.delta_y_cap
+    if params.max_length > 0:
+        keep &= lengths <= params.max_length
+    edges, lengths = edges[keep], lengths[keep]
+    if params.degree_cap > 0:
+        keep = _degree_mask(xp, edges, lengths, params.degree_cap, pts.shape[0])
+        edges, lengths = edges[keep], lengths[keep]
+    return edges, lengths
+
+
+# -------------------------------------------------------------------- public
+
+
+def _check_inputs(xp, points, valid, previous):
+    """Validated float32 points, bool mask and sorted previous-edge keys (or None)."""
+    pts = xp.asarray(points, dtype=xp.float32)
+    if pts.ndim != 2 or pts.shape[1] != 2:
+        raise ValueError(f"points must have shape [N, 2], got {list(pts.shape)}")
+    n = pts.shape[0]
+    mask = xp.ones(n, dtype=bool) if valid is None else xp.asarray(valid, dtype=bool)
+    if mask.shape != (n,):
+        raise ValueError(f"valid must have shape [{n}] (one flag per point), got {list(mask.shape)}")
+    bad = mask & ~xp.isfinite(pts).all(axis=1)
+    if bool(bad.any()):
+        raise ValueError(f"point {int(xp.argmax(bad))} is not finite; pass only finite points or mark it invalid")
+    if previous is None:
+        return pts, mask, None
+    prev = xp.asarray(previous, dtype=xp.int64).reshape(-1, 2)
+    if prev.size and (int(prev.min()) < 0 or int(prev.max()) >= n):
+        raise ValueError(f"previous edges must index points 0..{n - 1}")
+    return pts, mask, _unique(xp, _pair_keys(xp, prev[:, 0], prev[:, 1], n))
+
+
+def build_edges(points, params: GraphParams, knn=knn_cpu, valid=None, previous=None,
+                pairs_within=pairs_within_cpu):
+    """Neighbour edges of one frame.
+
+    Candidates: in kNN mode each valid point proposes its ``k`` nearest valid
+    points and the undirected union is kept; in radius mode every valid pair at
+    distance <= ``radius``. Caps follow, on true lengths and in this order:
+    ``|dy| <= delta_y_cap``, ``length <= max_length``, then ``degree_cap``: an
+    edge survives if it is among the ``degree_cap`` shortest surviving edges
+    (ties by the other endpoint's id) of BOTH endpoints, so every degree is
+    <= the cap (a parallel rule, not a greedy loop).
+
+    Hysteresis (``params.hysteresis > 0`` and ``previous`` given): edges in
+    ``previous`` are sticky. kNN mode queries ``k + max(2, k)`` neighbours,
+    scores sticky edges as ``length / (1 + margin)`` and new ones by length,
+    and each point keeps its ``k`` best scores (ties by index). Radius mode
+    keeps a sticky edge while ``length <= radius * (1 + margin)``; a new one
+    needs ``length <= radius``.
+
+    Args:
+        points: float32 ``[N, 2]`` pixel positions (NumPy or CuPy); not modified.
+        params: :class:`GraphParams`.
+        knn: kNN plug, same contract as :func:`knn_cpu`.
+        valid: optional bool ``[N]``; invalid points get no edges and may hold NaN.
+        previous: optional int ``[E, 2]`` edges of the previous frame (same indices).
+        pairs_within: radius plug, same contract as :func:`pairs_within_cpu`.
+
+    Returns:
+        ``(edges, lengths)``: int64 ``[E, 2]`` with ``i < j``, unique, sorted by
+        ``(i, j)``; float32 ``[E]`` lengths in pixels.
+
+    Raises:
+        ValueError: bad shapes, or a valid point that is not finite (names its index).
+    """
+    xp = array_module(points)
+    pts, mask, sticky = _check_inputs(xp, points, valid, previous)
+    if params.hysteresis <= 0:
+        sticky = None
+    n = pts.shape[0]
+    ids = xp.nonzero(mask)[0].astype(xp.int64)
+    if params.mode == "knn":
+        keys = _knn_keys(xp, pts, ids, n, params, knn, sticky)
+    else:
+        keys = _radius_keys(xp, pts, ids, n, params, pairs_within, sticky)
+    edges = _decode(xp, keys, n)
+    return _apply_caps(xp, pts, edges, edge_lengths(pts, edges), params)
+
+
+def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu,
+                        pairs_within=pairs_within_cpu):
+    """Per-frame edges over a track set, as pairs of track ids (columns).
+
+    Frame ``t`` links the visible points of ``track_path[t]`` with
+    :func:`build_edges`, passing frame ``t - 1``'s edges as ``previous`` so
+    hysteresis keys on track ids. A visible slot with a NaN/inf position (a
+    lost tracker emits NaN) is treated as invisible. Inputs are not modified.
+
+    Args:
+        track_path: float32 ``[T, N, 2]`` pixel positions (NumPy or CuPy).
+        visibility: bool ``[T, N]``.
+        params, knn, pairs_within: as in :func:`build_edges`.
+
+    Returns:
+        list of ``T`` int64 ``[E_t, 2]`` edge arrays (lengths: :func:`edge_lengths`).
+    """
+    xp = array_module(track_path)
+    path = xp.asarray(track_path, dtype=xp.float32)
+    vis = xp.asarray(visibility, dtype=bool)
+    if path.ndim != 3 or path.shape[2] != 2:
+        raise ValueError(f"track_path must have shape [T, N, 2], got {list(path.shape)}")
+    if vis.shape != path.shape[:2]:
+        raise ValueError(f"visibility shape {list(vis.shape)} must match track_path [T, N] = {list(path.shape[:2])}")
+    finite = xp.isfinite(path).all(axis=2)
+    lost = int((vis & ~finite).sum())
+    if lost:
+        LOGGER.debug("graph: %d visible track slot(s) hold NaN/inf positions; treated as invisible", lost)
+    valid = vis & finite
+    sequence, previous = [], None
+    for t in range(path.shape[0]):
+        previous, _ = build_edges(path[t], params, knn, valid[t], previous, pairs_within)
+        sequence.append(previous)
+    return sequence
+
+
+def edge_churn(sequence) -> np.ndarray:
+    """Edges added plus removed at each frame ``t >= 1`` versus frame ``t - 1`` (int64 ``[T - 1]``)."""
+    frames = [to_numpy(edges).reshape(-1, 2).astype(np.int64) for edges in sequence]
+    n = max((int(edges.max()) + 1 for edges in frames if edges.size), default=1)
+    keys = [np.unique(_pair_keys(np, edges[:, 0], edges[:, 1], n)) for edges in frames]
+    return np.array([np.setxor1d(a, b, assume_unique=True).size for a, b in zip(keys, keys[1:])],
+                    dtype=np.int64)

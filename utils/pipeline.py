@@ -1,0 +1,64 @@
+"""Batch rendering: frames + per-frame display lists -> composited frames (+ layer).
+
+Shared by the ComfyUI nodes and the scripts. Frame and overlay counts must
+match or one of them be 1 (it repeats); anything else is a clear error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from .display_list import DisplayList
+
+
+def broadcast_count(frames: int, overlays: int, what: str = "overlay frames") -> int:
+    """The output length for ``frames`` images against ``overlays`` entries (1 repeats)."""
+    if frames == overlays or overlays == 1:
+        return frames
+    if frames == 1:
+        return overlays
+    raise ValueError(f"the image batch has {frames} frames but the {what} have {overlays}: "
+                     "give equal counts, or 1 of either to repeat it")
+
+
+@dataclass
+class RenderedBatch:
+    """Composited frames, and the overlay alone when it was asked for."""
+
+    frames: np.ndarray
+    layer_rgb: Optional[np.ndarray] = None
+    layer_alpha: Optional[np.ndarray] = None
+
+
+def render_batch(frames: np.ndarray, overlays: list, renderer, with_layer: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> RenderedBatch:
+    """Draw ``overlays`` (one DisplayList per frame, or one for all) over ``frames``.
+
+    ``frames`` is [B, H, W, 3] uint8 or float32 and is never modified; the
+    result has the broadcast length and the input's dtype. ``progress(done,
+    total)`` is called after every frame (it may raise to stop the run).
+    """
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"frames must have shape [B, H, W, 3], got {list(frames.shape)}")
+    if not overlays:
+        raise ValueError("no overlay given: connect an overlay with at least one frame")
+    for entry in overlays:
+        if not isinstance(entry, DisplayList):
+            raise TypeError(f"overlay entries must be DisplayList, got {type(entry).__name__}")
+    count = broadcast_count(len(frames), len(overlays))
+    height, width = frames.shape[1:3]
+    out = np.empty((count,) + frames.shape[1:], frames.dtype)
+    layer_rgb = np.zeros((count, height, width, 3), np.float32) if with_layer else None
+    layer_alpha = np.zeros((count, height, width), np.float32) if with_layer else None
+    for index in range(count):
+        frame = frames[index if len(frames) > 1 else 0]
+        display_list = overlays[index if len(overlays) > 1 else 0]
+        renderer.render(frame, display_list, out=out[index])
+        if with_layer:
+            layer_rgb[index], layer_alpha[index] = renderer.render_layer(display_list, height, width)
+        if progress is not None:
+            progress(index + 1, count)
+    return RenderedBatch(out, layer_rgb, layer_alpha)
