@@ -60,3 +60,14 @@ def layer_to_rgba(layer: SparseLayer) -> tuple[np.ndarray, np.ndarray]:
     rgb[layer.pixels] = (layer.color / np.maximum(layer.alpha, 1e-8)).T
     np.clip(rgb, 0.0, 1.0, out=rgb)
     return rgb.reshape(layer.height, layer.width, 3), alpha.reshape(layer.height, layer.width)
+
+
+def output_buffer(frame: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """A new frame like ``frame``, or ``out`` checked to fit (and not alias) it."""
+    if out is None:
+        return np.empty_like(frame)
+    if out.shape != frame.shape or out.dtype != frame.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {frame.dtype} array of shape {list(frame.shape)}")
+    if np.shares_memory(out, frame):
+        raise ValueError("out must not share memory with the input frame")
+    return out

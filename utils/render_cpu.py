@@ -1,21 +1,13 @@
-"""CPU renderer: rasterises display lists in horizontal bands on a thread pool.
-
-Bands are independent (each pixel row belongs to one band), and NumPy
-releases the GIL inside its loops, so bands render in parallel threads.
-"""
+"""CPU renderer: rasterises display lists band by band on a thread pool."""
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from .composite import blend_pixels, check_frame, layer_to_rgba
+from .bands import BandPool
+from .composite import blend_pixels, check_frame, layer_to_rgba, output_buffer
 from .display_list import DisplayList
 from .raster_cpu import SparseLayer, prepare, rasterize_band
-
-_MIN_BAND_ROWS = 64
 
 
 class CpuRenderer:
@@ -28,25 +20,12 @@ class CpuRenderer:
     name = "cpu"
 
     def __init__(self, workers: int | None = None):
-        self.workers = max(1, workers or min(os.cpu_count() or 1, 8))
-        self._pool = None
-
-    def _bands(self, height: int) -> list:
-        count = max(1, min(self.workers * 2, height // _MIN_BAND_ROWS))
-        edges = np.linspace(0, height, count + 1).astype(int)
-        return [range(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
-
-    def _map(self, function, items):
-        if self.workers == 1 or len(items) == 1:
-            return [function(item) for item in items]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="trackoverlay")
-        return list(self._pool.map(function, items))
+        self.pool = BandPool(workers)
 
     def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
         """The premultiplied overlay layer of ``display_list`` as a sparse layer."""
         prepared = prepare(display_list)
-        parts = self._map(lambda rows: rasterize_band(prepared, rows, height, width), self._bands(height))
+        parts = self.pool.map(lambda rows: rasterize_band(prepared, rows, height, width), self.pool.bands(height))
         return SparseLayer(height, width, np.concatenate([p.pixels for p in parts]),
                            np.concatenate([p.color for p in parts], axis=1),
                            np.concatenate([p.alpha for p in parts]))
@@ -55,15 +34,14 @@ class CpuRenderer:
         """``display_list`` composited over ``frame`` into a new frame (or ``out``)."""
         check_frame(frame)
         height, width = frame.shape[:2]
-        if out is None:
-            out = np.empty_like(frame)
+        out = output_buffer(frame, out)
         prepared = prepare(display_list)
 
         def render_band(rows: range) -> None:
             out[rows.start:rows.stop] = frame[rows.start:rows.stop]
             blend_pixels(out, rasterize_band(prepared, rows, height, width))
 
-        self._map(render_band, self._bands(height))
+        self.pool.map(render_band, self.pool.bands(height))
         return out
 
     def render_layer(self, display_list: DisplayList, height: int, width: int):
@@ -72,6 +50,4 @@ class CpuRenderer:
 
     def close(self) -> None:
         """Stop the worker threads (the renderer stays usable)."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self.pool.close()

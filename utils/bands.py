@@ -1,0 +1,62 @@
+"""Row bands and the thread pool that renders or blends them in parallel.
+
+Each pixel row belongs to one band, so bands can be written by different
+threads; NumPy releases the GIL inside its loops.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .composite import blend_pixels
+from .raster_cpu import SparseLayer
+
+_MIN_BAND_ROWS = 64
+
+
+class BandPool:
+    """Splits frames into row bands and maps work over them on worker threads.
+
+    Args:
+        workers: threads to use (default: the CPU count, at most 8).
+    """
+
+    def __init__(self, workers: int | None = None):
+        self.workers = max(1, workers or min(os.cpu_count() or 1, 8))
+        self._pool = None
+
+    def bands(self, height: int) -> list:
+        """Row ranges covering ``height`` rows, a few per worker."""
+        count = max(1, min(self.workers * 2, height // _MIN_BAND_ROWS))
+        edges = np.linspace(0, height, count + 1).astype(int)
+        return [range(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+
+    def map(self, function, items) -> list:
+        """``[function(item) for item in items]``, on the worker threads."""
+        if self.workers == 1 or len(items) == 1:
+            return [function(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="trackoverlay")
+        return list(self._pool.map(function, items))
+
+    def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray) -> np.ndarray:
+        """Copy ``frame`` into ``out`` and blend ``layer`` (ascending pixels) over it, band by band."""
+        width = frame.shape[1]
+
+        def band(rows: range) -> None:
+            out[rows.start:rows.stop] = frame[rows.start:rows.stop]
+            lo, hi = np.searchsorted(layer.pixels, [rows.start * width, rows.stop * width])
+            blend_pixels(out, SparseLayer(layer.height, layer.width, layer.pixels[lo:hi],
+                                          layer.color[:, lo:hi], layer.alpha[lo:hi]))
+
+        self.map(band, self.bands(frame.shape[0]))
+        return out
+
+    def close(self) -> None:
+        """Stop the worker threads (the pool restarts on next use)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
