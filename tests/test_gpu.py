@@ -82,3 +82,145 @@ def test_empty_scene_copies_frame(gpu):
     out = gpu.render(frame, DisplayList())
     assert out is not frame
     np.testing.assert_array_equal(out, frame)
+
+
+def _cpu_link_frame(points, params, line_style, box_style):
+    from trackoverlay.utils.graph import build_edges
+
+    edges, _ = build_edges(points, params)
+    ids = np.arange(len(points))
+    layers = [link_polylines(points, ids, edges, line_style)]
+    layers.append(box_primitives(points, np.full((len(points), 2), box_style.size), ids, box_style))
+    return DisplayList(tuple(layers))
+
+
+@pytest.mark.parametrize("count,k", [(1, 5), (2, 5), (50, 3), (300, 8), (2000, 5)])
+def test_knn_kernel_matches_cpu(count, k):
+    import cupy
+
+    from trackoverlay.utils.graph import knn_cpu
+    from trackoverlay.utils.scene_gpu import knn_gpu
+
+    points = (np.random.default_rng(count).random((count, 2)) * [1920, 1080]).astype(np.float32)
+    want_index, want_distance = knn_cpu(points, k)
+    index, distance = knn_gpu(cupy.asarray(points), k)
+    np.testing.assert_array_equal(index.get(), want_index)
+    np.testing.assert_allclose(distance.get(), want_distance, rtol=1e-5, atol=1e-3)
+
+
+def test_graph_sequence_runs_on_cupy_with_the_fused_knn():
+    import cupy
+
+    from trackoverlay.utils.graph import GraphParams, build_edge_sequence
+    from trackoverlay.utils.scene_gpu import knn_gpu
+
+    rng = np.random.default_rng(1)
+    base = rng.random((200, 2)) * [1280, 720]
+    path = (base + rng.normal(0, 2, (12, 200, 2))).astype(np.float32)
+    visible = rng.random((12, 200)) > 0.05
+    params = GraphParams(k=4, degree_cap=5, hysteresis=0.2, delta_y_cap=300)
+    want = build_edge_sequence(path, visible, params)
+    got = build_edge_sequence(cupy.asarray(path), cupy.asarray(visible), params, knn=knn_gpu)
+    for edges_want, edges_got in zip(want, got):
+        np.testing.assert_array_equal(edges_got.get(), edges_want)
+
+
+LINK_LOOKS = [
+    (LineStyle(), BoxStyle()),
+    (LineStyle(color_mode="track", gradient=True, curve="cubic", width=3.0, opacity=0.7),
+     BoxStyle(color_mode="track", shape="brackets", fill_opacity=0.0, roundness=0.0)),
+    (LineStyle(pattern="dashed", curve="s_curve", bend=0.4, color="#FF8800CC"),
+     BoxStyle(size=24, stroke_width=3.0, fill_color="#00FF00", roundness=1.0)),
+    (LineStyle(pattern="dotted", curve="straight", width=2.5), BoxStyle(size=0.0, stroke_width=4.0)),
+]
+
+
+@pytest.mark.parametrize("look", range(len(LINK_LOOKS)))
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_gpu_link_scene_matches_cpu(look, dtype):
+    import cupy
+
+    from trackoverlay.utils.graph import GraphParams
+    from trackoverlay.utils.render_gpu import GpuRenderer
+    from trackoverlay.utils.scene_gpu import GpuLinkScene
+
+    line_style, box_style = LINK_LOOKS[look]
+    params = GraphParams(k=5, delta_y_cap=150.0, max_length=220.0)
+    rng = np.random.default_rng(look)
+    points = (rng.random((120, 2)) * [640, 360]).astype(np.float32)
+    frame = rng.integers(0, 256, (360, 640, 3), dtype=np.uint8)
+    frame = frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
+    want = CpuRenderer().render(frame, _cpu_link_frame(points, params, line_style, box_style))
+    builder = GpuLinkScene(len(points), params, line_style, box_style)
+    got = GpuRenderer().render_device(cupy.asarray(frame), builder.build(cupy.asarray(points))).get()
+    scale = 255 if dtype == np.uint8 else 1
+    assert np.abs(got.astype(np.float32) - want.astype(np.float32)).max() / scale <= PARITY
+
+
+def test_gpu_link_scene_hides_invisible_points():
+    import cupy
+
+    from trackoverlay.utils.graph import GraphParams
+    from trackoverlay.utils.render_gpu import GpuRenderer
+    from trackoverlay.utils.scene_gpu import GpuLinkScene
+
+    rng = np.random.default_rng(9)
+    points = (rng.random((60, 2)) * [320, 240]).astype(np.float32)
+    visible = rng.random(60) > 0.3
+    # Straight lines: the curve side hashes track ids, which the CPU reference renumbers.
+    params, line_style, box_style = GraphParams(k=3), LineStyle(curve="straight"), BoxStyle(size=10)
+    frame = np.zeros((240, 320, 3), np.uint8)
+    want = CpuRenderer().render(frame, _cpu_link_frame(points[visible], params, line_style, box_style))
+    builder = GpuLinkScene(len(points), params, line_style, box_style)
+    scene = builder.build(cupy.asarray(points), cupy.asarray(visible))
+    got = GpuRenderer().render_device(cupy.asarray(frame), scene).get()
+    assert np.abs(got.astype(np.int16) - want.astype(np.int16)).max() <= 2
+
+
+@pytest.mark.parametrize("count", [3, 100, 5000])
+def test_faiss_knn_matches_cpu(count):
+    pytest.importorskip("faiss", reason="FAISS GPU is optional")
+    from trackoverlay.utils.graph import knn_cpu
+    from trackoverlay.utils.knn_faiss import knn_faiss
+
+    points = (np.random.default_rng(count).random((count, 2)) * [3840, 2160]).astype(np.float32)
+    want_index, want_distance = knn_cpu(points, 5)
+    index, distance = knn_faiss(points, 5)
+    np.testing.assert_array_equal(index, want_index)
+    np.testing.assert_allclose(distance, want_distance, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_gpu_scene_over_host_frame_matches_cpu(dtype):
+    import cupy
+
+    from trackoverlay.utils.graph import GraphParams
+    from trackoverlay.utils.render_gpu import GpuRenderer
+    from trackoverlay.utils.scene_gpu import GpuLinkScene
+
+    params, line_style, box_style = GraphParams(k=5), LineStyle(width=2.0), BoxStyle()
+    rng = np.random.default_rng(11)
+    points = (rng.random((100, 2)) * [960, 540]).astype(np.float32)
+    frame = rng.integers(0, 256, (540, 960, 3), dtype=np.uint8)
+    frame = frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
+    original = frame.copy()
+    want = CpuRenderer().render(frame, _cpu_link_frame(points, params, line_style, box_style))
+    builder = GpuLinkScene(len(points), params, line_style, box_style)
+    renderer = GpuRenderer()
+    for _ in range(2):  # the second frame reuses every buffer
+        got = renderer.render_host(frame, builder.build(cupy.asarray(points)))
+        scale = 255 if dtype == np.uint8 else 1
+        assert np.abs(got.astype(np.float32) - want.astype(np.float32)).max() / scale <= PARITY
+    np.testing.assert_array_equal(frame, original)
+
+
+def test_key_buffer_grows_when_a_scene_needs_more():
+    from trackoverlay.utils.render_gpu import GpuRenderer
+
+    frame, scene = random_scene(13, count=200, size=(640, 480), width=30.0)
+    renderer = GpuRenderer()
+    renderer._capacity = 8  # far too small: the first binning overflows
+    got = renderer.render(frame, scene).astype(np.float32)
+    want = CpuRenderer().render(frame, scene).astype(np.float32)
+    assert renderer._capacity > 8
+    assert np.abs(got - want).max() <= 2

@@ -34,26 +34,34 @@ class BandPool:
         edges = np.linspace(0, height, count + 1).astype(int)
         return [range(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
 
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="trackoverlay")
+        return self._pool
+
     def map(self, function, items) -> list:
         """``[function(item) for item in items]``, on the worker threads."""
         if self.workers == 1 or len(items) == 1:
             return [function(item) for item in items]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="trackoverlay")
-        return list(self._pool.map(function, items))
+        return list(self._executor().map(function, items))
 
-    def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray) -> np.ndarray:
-        """Copy ``frame`` into ``out`` and blend ``layer`` (ascending pixels) over it, band by band."""
+    def copy_async(self, frame: np.ndarray, out: np.ndarray) -> list:
+        """Start copying ``frame`` into ``out`` band by band; returns the futures to wait on."""
+        def copy(rows: range) -> None:
+            out[rows.start:rows.stop] = frame[rows.start:rows.stop]
+
+        return [self._executor().submit(copy, rows) for rows in self.bands(frame.shape[0])]
+
+    def blend(self, frame: np.ndarray, layer: SparseLayer) -> None:
+        """Blend ``layer`` (ascending pixels) over ``frame`` in place, band by band."""
         width = frame.shape[1]
 
         def band(rows: range) -> None:
-            out[rows.start:rows.stop] = frame[rows.start:rows.stop]
             lo, hi = np.searchsorted(layer.pixels, [rows.start * width, rows.stop * width])
-            blend_pixels(out, SparseLayer(layer.height, layer.width, layer.pixels[lo:hi],
-                                          layer.color[:, lo:hi], layer.alpha[lo:hi]))
+            blend_pixels(frame, SparseLayer(layer.height, layer.width, layer.pixels[lo:hi],
+                                            layer.color[:, lo:hi], layer.alpha[lo:hi]))
 
         self.map(band, self.bands(frame.shape[0]))
-        return out
 
     def close(self) -> None:
         """Stop the worker threads (the pool restarts on next use)."""

@@ -30,7 +30,16 @@ _SCENE_FIELDS = (
     "box_center", "box_half", "box_radius", "box_stroke", "box_stroke_color", "box_fill_color", "box_bracket",
 )
 _NULL = np.uint64(0)  # a null pointer kernel argument
-_FRAME_KERNELS = {np.dtype(np.uint8): "composite_tiles<unsigned char>", np.dtype(np.float32): "composite_tiles<float>"}
+_PIXEL_TYPES = {np.dtype(np.uint8): "unsigned char", np.dtype(np.float32): "float"}
+_KEY_TYPES = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
+
+
+def _kernel_names():
+    for key in _KEY_TYPES.values():
+        yield f"bin_tiles<{key}>"
+        yield f"layer_tiles<{key}>"
+        for pixel in _PIXEL_TYPES.values():
+            yield f"composite_tiles<{pixel}, {key}>"
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,7 +48,7 @@ def _module():
     import cupy
 
     source = (Path(__file__).parent / "kernels" / "raster.cu").read_text()
-    return cupy.RawModule(code=source, options=("--std=c++17",), name_expressions=tuple(_FRAME_KERNELS.values()))
+    return cupy.RawModule(code=source, options=("--std=c++17",), name_expressions=tuple(_kernel_names()))
 
 
 def scene_arrays(display_list: DisplayList) -> dict:
@@ -97,17 +106,21 @@ class DeviceScene:
 
 @dataclass
 class TileBins:
-    """Each tile's primitives: ``keys[tile_start[t] : tile_start[t] + tile_count[t]]``."""
+    """Each tile's primitives: ``keys[tile_end[t] - tile_count[t] : tile_end[t]]`` (low bits)."""
 
     keys: object
-    tile_start: object
+    prim_mask: object
+    tile_end: object
     tile_count: object
     tiles_x: int
-    tiles_y: int
+    needed: object  # device scalar: keys the scene needs (more than ``len(keys)`` = overflow)
 
 
 class GpuRenderer:
     """Draws display lists with CuPy kernels; same API as :class:`CpuRenderer`.
+
+    Buffers are kept between frames; the key buffer grows when a frame needs
+    more (that frame is then binned again).
 
     Args:
         workers: host threads used to composite host frames.
@@ -118,63 +131,101 @@ class GpuRenderer:
     def __init__(self, workers: int | None = None):
         self.pool = BandPool(workers)
         self._pinned = {}
+        self._buffers = {}
+        self._capacity = 1 << 16
 
     # -- device side ------------------------------------------------------------
     def upload(self, display_list: DisplayList) -> DeviceScene:
         """The display list's scene on the GPU."""
         return DeviceScene.from_arrays(scene_arrays(display_list))
 
+    def _buffer(self, name: str, size: int, dtype):
+        """A persistent device buffer of at least ``size`` elements (a prefix view)."""
+        import cupy
+
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size < size or buffer.dtype != dtype:
+            buffer = cupy.empty(max(size, 1), dtype)
+            self._buffers[name] = buffer
+        return buffer[:size]
+
     def bin(self, scene: DeviceScene, height: int, width: int) -> TileBins:
-        """Bin the scene's primitives into tiles, sorted in drawing order per tile."""
+        """Bin the scene's primitives into tiles, sorted in drawing order per tile (no host sync)."""
         import cupy
 
         tiles_x, tiles_y = -(-width // TILE), -(-height // TILE)
-        tile_count = cupy.zeros(tiles_x * tiles_y, cupy.int32)
-        if scene.prim_count == 0:
-            return TileBins(cupy.zeros(0, cupy.uint64), cupy.zeros_like(tile_count, cupy.int64),
-                            tile_count, tiles_x, tiles_y)
-        prim_tiles = cupy.empty(scene.prim_count, cupy.int32)
-        kernel = _module().get_function("bin_tiles")
-        grid = (-(-scene.prim_count // 128),)
-        args = [scene.table, np.int32(scene.prim_count), np.int32(tiles_x), np.int32(tiles_y)]
-        kernel(grid, (128,), args + [np.int32(0), prim_tiles, tile_count, _NULL, _NULL])
-        ends = cupy.cumsum(prim_tiles, dtype=cupy.int64)
-        total = int(ends[-1])
-        keys = cupy.empty(total, cupy.uint64)
-        kernel(grid, (128,), args + [np.int32(1), prim_tiles, tile_count, ends - prim_tiles, keys])
-        keys = cupy.sort(keys)
-        tile_start = cupy.cumsum(tile_count, dtype=cupy.int64) - tile_count
-        return TileBins(keys, tile_start, tile_count, tiles_x, tiles_y)
+        prim_bits = max(int(scene.prim_count).bit_length(), 1)
+        key_type = np.dtype(np.uint32 if (tiles_x * tiles_y) << prim_bits < 2**32 else np.uint64)
+        tile_count = self._buffer("tile_count", tiles_x * tiles_y, cupy.int32)
+        tile_count.fill(0)
+        prim_tiles = self._buffer("prim_tiles", scene.prim_count, cupy.int32)
+        prim_end = self._buffer("prim_end", scene.prim_count, cupy.int64)
+        keys = self._buffer("keys", self._capacity, key_type)
+        keys.fill(np.iinfo(key_type).max)
+        if scene.prim_count:
+            kernel = _module().get_function(f"bin_tiles<{_KEY_TYPES[key_type]}>")
+            grid = (-(-scene.prim_count // 128),)
+            head = [scene.table, np.int32(scene.prim_count), np.int32(tiles_x), np.int32(tiles_y)]
+            tail = [np.int32(prim_bits), prim_tiles, tile_count, prim_end, keys, np.int64(self._capacity)]
+            kernel(grid, (128,), head + [np.int32(0)] + tail)
+            cupy.cumsum(prim_tiles, dtype=cupy.int64, out=prim_end)
+            kernel(grid, (128,), head + [np.int32(1)] + tail)
+            keys.sort()
+        needed = prim_end[-1:] if scene.prim_count else cupy.zeros(1, cupy.int64)
+        tile_end = cupy.cumsum(tile_count, dtype=cupy.int64)
+        return TileBins(keys, key_type.type((1 << prim_bits) - 1), tile_end, tile_count, tiles_x, needed)
+
+    def _binned(self, scene: DeviceScene, height: int, width: int, launch):
+        """Bin, run ``launch(bins)``, and redo both once with a larger key buffer on overflow."""
+        bins = self.bin(scene, height, width)
+        result = launch(bins)
+        needed = int(bins.needed[0])
+        if needed > self._capacity:
+            self._capacity = int(needed * 1.25) + 1024
+            LOGGER.debug("tile key buffer grown to %d keys", self._capacity)
+            bins = self.bin(scene, height, width)
+            result = launch(bins)
+        return result
 
     def render_device(self, frame, scene: DeviceScene, out=None):
         """Composite ``scene`` over a GPU frame (CuPy [H, W, 3] uint8/float32) into ``out``."""
         import cupy
 
-        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype not in _FRAME_KERNELS:
+        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype not in _PIXEL_TYPES:
             raise ValueError(f"frame must be a uint8/float32 [H, W, 3] CuPy array, got {frame.dtype} {frame.shape}")
         height, width = frame.shape[:2]
+        frame = cupy.ascontiguousarray(frame)
         out = cupy.empty_like(frame) if out is None else out
-        bins = self.bin(scene, height, width)
-        kernel = _module().get_function(_FRAME_KERNELS[frame.dtype])
-        kernel((bins.tiles_x * bins.tiles_y,), (TILE, TILE),
-               (scene.table, bins.keys, bins.tile_start, bins.tile_count, _NULL, np.int32(bins.tiles_x),
-                cupy.ascontiguousarray(frame), out, np.int32(width), np.int32(height)))
-        return out
+
+        def launch(bins: TileBins):
+            kernel = _module().get_function(
+                f"composite_tiles<{_PIXEL_TYPES[frame.dtype]}, {_KEY_TYPES[bins.keys.dtype]}>")
+            kernel((bins.tile_count.size,), (TILE, TILE), (
+                scene.table, bins.keys, np.int64(bins.keys.size), bins.prim_mask, bins.tile_end, bins.tile_count,
+                np.int32(bins.tiles_x), frame, out, np.int32(width), np.int32(height)))
+            return out
+
+        return self._binned(scene, height, width, launch)
 
     def layer_device(self, scene: DeviceScene, height: int, width: int):
-        """The layer's touched pixels on the GPU: (flat pixels, premultiplied RGBA [M, 4]), ascending."""
+        """The layer's non-empty pixels on the GPU: (ascending flat pixels, premultiplied RGBA [M, 4])."""
         import cupy
 
-        bins = self.bin(scene, height, width)
-        touched = cupy.flatnonzero(bins.tile_count).astype(cupy.int32)
-        layer = cupy.empty((len(touched), TILE * TILE, 4), cupy.float32)
-        if len(touched):
-            _module().get_function("layer_tiles")(
-                (len(touched),), (TILE, TILE),
-                (scene.table, bins.keys, bins.tile_start, bins.tile_count, touched, np.int32(bins.tiles_x), layer))
+        def launch(bins: TileBins):
+            touched = cupy.flatnonzero(bins.tile_count).astype(cupy.int32)
+            layer = cupy.empty((len(touched), TILE * TILE, 4), cupy.float32)
+            if len(touched):
+                _module().get_function(f"layer_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
+                    (len(touched),), (TILE, TILE), (scene.table, bins.keys, np.int64(bins.keys.size), bins.prim_mask,
+                                                   bins.tile_end, bins.tile_count, touched, np.int32(bins.tiles_x),
+                                                   layer))
+            return touched, layer
+
+        touched, layer = self._binned(scene, height, width, launch)
+        tiles_x = -(-width // TILE)
         lane = cupy.arange(TILE * TILE, dtype=cupy.int64)
-        x = (touched[:, None] % bins.tiles_x) * TILE + lane % TILE
-        y = (touched[:, None] // bins.tiles_x) * TILE + lane // TILE
+        x = (touched[:, None] % tiles_x) * TILE + lane % TILE
+        y = (touched[:, None] // tiles_x) * TILE + lane // TILE
         keep = (x < width) & (y < height) & (layer[:, :, 3] > 0)
         pixels = (y * width + x)[keep]
         order = cupy.argsort(pixels)
@@ -194,18 +245,37 @@ class GpuRenderer:
         array.get(out=host)
         return host
 
+    def _host_layer(self, scene: DeviceScene, height: int, width: int) -> SparseLayer:
+        """The scene's sparse layer in reused pinned host buffers (valid until the next call)."""
+        import cupy
+
+        pixels, rgba = self.layer_device(scene, height, width)
+        planar = self._to_host("rgba", cupy.ascontiguousarray(rgba.T))
+        return SparseLayer(height, width, self._to_host("pixels", pixels), planar[:3], planar[3])
+
     def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
-        """The overlay layer rasterised on the GPU, returned as a host sparse layer."""
-        pixels, rgba = self.layer_device(self.upload(display_list), height, width)
-        pixels = self._to_host("pixels", pixels)
-        rgba = self._to_host("rgba", rgba)
-        return SparseLayer(height, width, pixels.copy(), np.ascontiguousarray(rgba[:, :3].T), rgba[:, 3].copy())
+        """The overlay layer rasterised on the GPU, as a host sparse layer."""
+        layer = self._host_layer(self.upload(display_list), height, width)
+        return SparseLayer(height, width, layer.pixels.copy(), layer.color.copy(), layer.alpha.copy())
+
+    def render_host(self, frame: np.ndarray, scene: DeviceScene, out: np.ndarray | None = None) -> np.ndarray:
+        """``scene`` over a host ``frame`` into a new frame (or ``out``).
+
+        Host threads copy the frame while the GPU rasterises; then only the
+        overlay's pixels are blended on the host.
+        """
+        check_frame(frame)
+        out = output_buffer(frame, out)
+        copies = self.pool.copy_async(frame, out)
+        layer = self._host_layer(scene, *frame.shape[:2])
+        for copy in copies:
+            copy.result()
+        self.pool.blend(out, layer)
+        return out
 
     def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
         """``display_list`` over a host ``frame`` into a new frame (or ``out``)."""
-        check_frame(frame)
-        layer = self.rasterize(display_list, *frame.shape[:2])
-        return self.pool.composite(frame, layer, output_buffer(frame, out))
+        return self.render_host(frame, self.upload(display_list), out)
 
     def render_layer(self, display_list: DisplayList, height: int, width: int):
         """The overlay alone: straight RGB float32 [H, W, 3] and alpha float32 [H, W]."""

@@ -93,7 +93,7 @@ def build_segment_table(lines: Polylines, xp=np) -> SegmentTable:
         end_normal[:-1] = start_normal[1:]
 
     # Arc length at each segment start, restarting at every polyline.
-    cumulative = xp.cumsum(length) - length
+    cumulative = xp.cumsum(length.astype(xp.float64)) - length  # float64: exact per-polyline offsets
     first_index = xp.zeros(lines.count, dtype=xp.int64)
     is_first = ~same_as_prev
     first_index[polyline[is_first]] = xp.nonzero(is_first)[0]

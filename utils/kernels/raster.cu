@@ -2,7 +2,7 @@
 //
 // Primitives (polyline segments and boxes) are binned into TILE x TILE pixel
 // tiles on the GPU: bin_tiles counts (pass 0) and fills (pass 1) one key
-// (tile << 32 | primitive) per overlapped tile; the keys are sorted so each
+// (tile << prim_bits | primitive) per overlapped tile; the keys are sorted so each
 // tile's primitives come in drawing order. raster_tiles then runs one block
 // per tile and one thread per pixel: it evaluates the coverage model of
 // DESIGN.md for the tile's primitives in order and composites "over".
@@ -84,14 +84,17 @@ __device__ void prim_bounds(const Scene& s, int p, float* x0, float* y0, float* 
 }
 
 // pass 0: count tiles per primitive (prim_tiles) and primitives per tile (tile_count).
-// pass 1: write keys at prim_offset[p] + j, in the same tile order as pass 0.
-extern "C" __global__ void bin_tiles(const Scene* scene, int prim_count, int tiles_x, int tiles_y, int pass,
-                                     int* prim_tiles, int* tile_count, const long long* prim_offset,
-                                     unsigned long long* keys) {
+// pass 1: write key (tile << prim_bits | p) at prim_end[p] - prim_tiles[p] + j, in the
+// same tile order as pass 0; keys past `capacity` are dropped (the caller checks).
+template <typename Key>
+__global__ void bin_tiles(const Scene* scene, int prim_count, int tiles_x, int tiles_y, int pass, int prim_bits,
+                          int* prim_tiles, int* tile_count, const long long* prim_end, Key* keys,
+                          long long capacity) {
     int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= prim_count) return;
     const Scene s = *scene;
-    if (s.prim_kind[p] == 0 && s.seg_polyline[s.prim_ref[p]] < 0) {
+    bool unused = s.prim_kind[p] == 0 ? s.seg_polyline[s.prim_ref[p]] < 0 : s.box_half[s.prim_ref[p]].x < 0.0f;
+    if (unused) {
         if (pass == 0) prim_tiles[p] = 0;
         return;
     }
@@ -100,7 +103,7 @@ extern "C" __global__ void bin_tiles(const Scene* scene, int prim_count, int til
     // Tiles whose pixel centres can fall inside [x0, x1] x [y0, y1].
     int ta = max((int)floorf((x0 - 0.5f) / TILE), 0), tb = min((int)floorf((x1 - 0.5f) / TILE), tiles_x - 1);
     int tc = max((int)floorf((y0 - 0.5f) / TILE), 0), td = min((int)floorf((y1 - 0.5f) / TILE), tiles_y - 1);
-    long long slot = pass ? prim_offset[p] : 0;
+    long long slot = pass ? prim_end[p] - prim_tiles[p] : 0;
     int found = 0;
     for (int ty = tc; ty <= td; ++ty) {
         for (int tx = ta; tx <= tb; ++tx) {
@@ -108,8 +111,8 @@ extern "C" __global__ void bin_tiles(const Scene* scene, int prim_count, int til
             int tile = ty * tiles_x + tx;
             if (pass == 0) {
                 atomicAdd(&tile_count[tile], 1);
-            } else {
-                keys[slot + found] = ((unsigned long long)tile << 32) | (unsigned int)p;
+            } else if (slot + found < capacity) {
+                keys[slot + found] = ((Key)tile << prim_bits) | (Key)p;
             }
             ++found;
         }
@@ -169,7 +172,8 @@ __device__ void composite_box(const Scene& s, int box, float px, float py, float
 }
 
 // The layer of one pixel: the tile's primitives, composited in order.
-__device__ float4 shade_pixel(const Scene& s, const unsigned long long* keys, long long first, int count,
+template <typename Key>
+__device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, long long first, int count,
                               float px, float py, int* shared_prims) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     int line = -1;
@@ -177,7 +181,7 @@ __device__ float4 shade_pixel(const Scene& s, const unsigned long long* keys, lo
     int lane = threadIdx.y * TILE + threadIdx.x;
     for (int base = 0; base < count; base += TILE * TILE) {
         __syncthreads();
-        if (base + lane < count) shared_prims[lane] = (int)(keys[first + base + lane] & 0xffffffffull);
+        if (base + lane < count) shared_prims[lane] = (int)(keys[first + base + lane] & prim_mask);
         __syncthreads();
         int chunk = min(count - base, TILE * TILE);
         for (int i = 0; i < chunk; ++i) {
@@ -217,17 +221,17 @@ __device__ __forceinline__ void store_channel(float* f, long long i, float v) { 
 __device__ __forceinline__ float channel_scale(const unsigned char*) { return 255.0f; }
 __device__ __forceinline__ float channel_scale(const float*) { return 1.0f; }
 
-// One block per tile: composite the layer over `frame` into `out` (may alias `frame`
-// when only touched tiles are launched through `tile_list`).
-template <typename T>
-__global__ void composite_tiles(const Scene* scene, const unsigned long long* keys, const long long* tile_start,
-                                const int* tile_count, const int* tile_list, int tiles_x,
-                                const T* frame, T* out, int width, int height) {
+// One block per tile: composite the layer over `frame` into `out`.
+template <typename T, typename Key>
+__global__ void composite_tiles(const Scene* scene, const Key* keys, long long capacity, Key prim_mask,
+                                const long long* tile_end, const int* tile_count, int tiles_x, const T* frame,
+                                T* out, int width, int height) {
     __shared__ int shared_prims[TILE * TILE];
     const Scene s = *scene;
-    int tile = tile_list ? tile_list[blockIdx.x] : blockIdx.x;
+    int tile = blockIdx.x;
     int x = (tile % tiles_x) * TILE + threadIdx.x, y = (tile / tiles_x) * TILE + threadIdx.y;
-    float4 acc = shade_pixel(s, keys, tile_start[tile], tile_count[tile], x + 0.5f, y + 0.5f, shared_prims);
+    int count = tile_end[tile] <= capacity ? tile_count[tile] : 0;  // overflow: the frame is redone
+    float4 acc = shade_pixel(s, keys, prim_mask, tile_end[tile] - count, count, x + 0.5f, y + 0.5f, shared_prims);
     if (x >= width || y >= height) return;
     long long i = 3ll * ((long long)y * width + x);
     float scale = channel_scale(frame), keep = 1.0f - acc.w;
@@ -237,15 +241,16 @@ __global__ void composite_tiles(const Scene* scene, const unsigned long long* ke
 }
 
 // One block per touched tile (tile_list): premultiplied RGBA of the layer into a
-// compact [touched tiles, TILE * TILE] buffer (pixels past the frame edge included).
-extern "C" __global__ void layer_tiles(const Scene* scene, const unsigned long long* keys,
-                                       const long long* tile_start, const int* tile_count,
-                                       const int* tile_list, int tiles_x, float4* layer) {
+// compact [touched tiles * TILE * TILE] buffer (pixels past the frame edge included).
+template <typename Key>
+__global__ void layer_tiles(const Scene* scene, const Key* keys, long long capacity, Key prim_mask,
+                            const long long* tile_end, const int* tile_count, const int* tile_list, int tiles_x,
+                            float4* layer) {
     __shared__ int shared_prims[TILE * TILE];
     const Scene s = *scene;
     int tile = tile_list[blockIdx.x];
     int x = (tile % tiles_x) * TILE + threadIdx.x, y = (tile / tiles_x) * TILE + threadIdx.y;
+    int count = tile_end[tile] <= capacity ? tile_count[tile] : 0;  // overflow: the layer is redone
     layer[(long long)blockIdx.x * TILE * TILE + threadIdx.y * TILE + threadIdx.x] =
-        shade_pixel(s, keys, tile_start[tile], tile_count[tile], x + 0.5f, y + 0.5f, shared_prims);
+        shade_pixel(s, keys, prim_mask, tile_end[tile] - count, count, x + 0.5f, y + 0.5f, shared_prims);
 }
-

@@ -1,0 +1,196 @@
+"""Benchmark the overlay per frame: median milliseconds per stage, as a table and JSON.
+
+Scenes (points uniform from numpy default_rng(0); kNN k=5 undirected;
+quadratic Bezier width 2 px, bend 0.3; one 40x40 box per point, stroke 2 px,
+fill 0.2, roundness 0.3; lines first, boxes on top):
+
+  s1     4K, 100 points (the seed scene)       s2     4K, 1000 points
+  s1-8k  8K, 100 points                        s10k   4K, 10 000 points
+  knn    kNN alone (k=5) at N = 1000, 5000, 20000: CPU, fused GPU kernel, FAISS
+
+Examples:
+  python examples/benchmark.py --scene s1 --backend cpu
+  python examples/benchmark.py --scene s2 --backend gpu --frame-dtype float32 --json s2.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from trackoverlay.utils.backend import select_backend
+from trackoverlay.utils.display_list import DisplayList
+from trackoverlay.utils.graph import GraphParams, build_edges, knn_cpu
+from trackoverlay.utils.overlay import box_primitives, link_polylines
+from trackoverlay.utils.render_cpu import CpuRenderer
+from trackoverlay.utils.styles import BoxStyle, LineStyle
+
+SCENES = {"s1": (100, "3840x2160"), "s2": (1000, "3840x2160"), "s1-8k": (100, "7680x4320"),
+          "s10k": (10_000, "3840x2160")}
+PARAMS = GraphParams(k=5)
+LINE = LineStyle(width=2.0, curve="quadratic", bend=0.3)
+BOX = BoxStyle(size=40.0, stroke_width=2.0, fill_opacity=0.2, roundness=0.3)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size {text!r} must look like 3840x2160") from None
+    if width < 1 or height < 1:
+        raise argparse.ArgumentTypeError(f"size {text!r} must be positive")
+    return width, height
+
+
+def scene_inputs(count: int, width: int, height: int, dtype):
+    """The scene's points and a textured frame (deterministic)."""
+    rng = np.random.default_rng(0)
+    points = (rng.random((count, 2)) * [width, height]).astype(np.float32)
+    y, x = np.mgrid[0:height, 0:width]
+    frame = ((x * 7 + y * 13) % 251).astype(np.uint8)[..., None].repeat(3, axis=2)
+    return points, frame if dtype == "uint8" else (frame / np.float32(255)).astype(np.float32)
+
+
+def timed(function, repeat: int, sync=lambda: None) -> list:
+    """Milliseconds of each of ``repeat`` calls after two warm-up calls."""
+    for _ in range(2):
+        function()
+    sync()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        sync()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def cpu_display_list(points, edges=None) -> DisplayList:
+    """The scene's display list built on the CPU."""
+    ids = np.arange(len(points))
+    edges = build_edges(points, PARAMS)[0] if edges is None else edges
+    return DisplayList((link_polylines(points, ids, edges, LINE),
+                        box_primitives(points, np.full((len(points), 2), BOX.size), ids, BOX)))
+
+
+def cpu_frame_stages(points, frame, renderer):
+    """One CPU frame split in stages; returns {stage: seconds}."""
+    t0 = time.perf_counter()
+    edges, _ = build_edges(points, PARAMS)
+    t1 = time.perf_counter()
+    display_list = cpu_display_list(points, edges)
+    t2 = time.perf_counter()
+    renderer.render(frame, display_list)
+    t3 = time.perf_counter()
+    return {"graph": t1 - t0, "geometry": t2 - t1, "raster+composite": t3 - t2, "total": t3 - t0}
+
+
+def bench_cpu(points, frame, repeat: int) -> dict:
+    renderer = CpuRenderer()
+    for _ in range(2):
+        cpu_frame_stages(points, frame, renderer)
+    runs = [cpu_frame_stages(points, frame, renderer) for _ in range(repeat)]
+    return {stage: statistics.median(run[stage] for run in runs) * 1000 for stage in runs[0]}
+
+
+def bench_gpu(points, frame, repeat: int) -> dict:
+    """GPU-resident overlay, its stages, and the CPU-in/CPU-out path against torch.clone()."""
+    import cupy
+
+    from trackoverlay.utils.render_gpu import GpuRenderer
+    from trackoverlay.utils.scene_gpu import GpuLinkScene
+
+    sync = cupy.cuda.Device().synchronize
+    renderer = GpuRenderer()
+    builder = GpuLinkScene(len(points), PARAMS, LINE, BOX)
+    device_points = cupy.asarray(points)
+    device_frame = cupy.asarray(frame)
+    out = cupy.empty_like(device_frame)
+    stages = {
+        "scene (knn+edges+curves+boxes)": timed(lambda: builder.build(device_points), repeat, sync),
+        "bin tiles": timed(lambda: renderer.bin(builder.scene, *frame.shape[:2]), repeat, sync),
+        "total resident": timed(lambda: renderer.render_device(device_frame, builder.build(device_points), out),
+                                repeat, sync),
+    }
+    stages["total host frame in/out"] = timed(
+        lambda: renderer.render_host(frame, builder.build(device_points)), repeat)
+    stages["host frame in/out, display list built on CPU"] = timed(
+        lambda: renderer.render(frame, cpu_display_list(points)), repeat)
+    try:
+        import torch
+
+        tensor = torch.from_numpy(frame)
+        stages["torch.clone() of the frame"] = timed(tensor.clone, repeat)
+    except ImportError:
+        pass
+    return {stage: statistics.median(samples) for stage, samples in stages.items()}
+
+
+def bench_knn(repeat: int, backend: str) -> dict:
+    """kNN (k=5) alone at several N: CPU (cKDTree), fused CuPy kernel, FAISS."""
+    results = {}
+    for count in (1000, 5000, 20000):
+        points = (np.random.default_rng(0).random((count, 2)) * [3840, 2160]).astype(np.float32)
+        results[f"cpu N={count}"] = statistics.median(timed(lambda: knn_cpu(points, 5), repeat))
+        if backend != "gpu":
+            continue
+        import cupy
+
+        from trackoverlay.utils.scene_gpu import knn_gpu
+
+        sync = cupy.cuda.Device().synchronize
+        device_points = cupy.asarray(points)
+        results[f"fused kernel N={count}"] = statistics.median(timed(lambda: knn_gpu(device_points, 5), repeat, sync))
+        try:
+            from trackoverlay.utils.knn_faiss import knn_faiss
+
+            results[f"faiss N={count}"] = statistics.median(timed(lambda: knn_faiss(points, 5), repeat, sync))
+        except ImportError as error:
+            results[f"faiss N={count}"] = f"unavailable: {error}"
+    return results
+
+
+def print_table(title: str, stages: dict) -> None:
+    width = max(len(stage) for stage in stages)
+    print(title)
+    print(f"  {'stage':<{width}}  median ms")
+    for stage, value in stages.items():
+        shown = f"{value:9.3f}" if isinstance(value, float) else value
+        print(f"  {stage:<{width}}  {shown}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    parser.add_argument("--scene", choices=tuple(SCENES) + ("knn",), default="s1")
+    parser.add_argument("--size", type=parse_size, help="frame size WxH (default: the scene's)")
+    parser.add_argument("--frame-dtype", choices=("uint8", "float32"), default="uint8")
+    parser.add_argument("--repeat", type=int, default=15, help="timed frames (median reported)")
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    backend = select_backend(args.backend).selected
+    if args.scene == "knn":
+        stages = bench_knn(args.repeat, backend)
+        size = None
+    else:
+        count, default_size = SCENES[args.scene]
+        width, height = args.size or parse_size(default_size)
+        points, frame = scene_inputs(count, width, height, args.frame_dtype)
+        stages = bench_gpu(points, frame, args.repeat) if backend == "gpu" else bench_cpu(points, frame, args.repeat)
+        size = f"{width}x{height}"
+    total = stages.get("total", stages.get("total resident"))
+    print_table(f"scene {args.scene} | backend {backend} | size {size} | frames {args.frame_dtype}", stages)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"scene": args.scene, "backend": backend, "size": size, "frame_dtype": args.frame_dtype,
+                       "stages": stages, "total_ms": total}, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
