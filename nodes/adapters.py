@@ -1,0 +1,194 @@
+"""Conversions between ComfyUI values and the engine's NumPy world.
+
+torch, ``comfy`` and ``folder_paths`` are imported inside the functions that
+need them, so importing the pack pulls in none of them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import fields
+
+import numpy as np
+
+from ..utils.display_list import DisplayList
+from ..utils.tracks import Tracks
+from .widgets import UNITS
+
+
+def _host_float32(value, name: str, kind: str) -> np.ndarray:
+    """float32 NumPy view of a torch tensor (no copy for a CPU float32 tensor)."""
+    if type(value).__module__.startswith("torch"):
+        import torch
+
+        return value.detach().to(device="cpu", dtype=torch.float32).numpy()
+    raise TypeError(f"{name} must be a {kind} tensor, got {type(value).__name__}")
+
+
+def image_array(image, name: str = "image") -> np.ndarray:
+    """An IMAGE as float32 [B, H, W, 3] (a single [H, W, 3] image becomes B = 1); never modified."""
+    array = _host_float32(image, name, "IMAGE")
+    shape = list(array.shape)
+    if array.ndim == 3:
+        array = array[None]
+    if array.ndim != 4 or array.shape[-1] != 3:
+        raise ValueError(f"{name} must be an IMAGE of shape [B, H, W, 3] (or [H, W, 3]) with 3 colour "
+                         f"channels, got shape {shape}; drop any alpha channel before this node")
+    if 0 in array.shape:
+        raise ValueError(f"{name} is empty (shape {shape}); connect at least one frame")
+    return array
+
+
+def mask_array(mask, name: str = "mask") -> np.ndarray:
+    """A MASK as float32 [B, H, W] (a single [H, W] mask becomes B = 1); never modified."""
+    array = _host_float32(mask, name, "MASK")
+    shape = list(array.shape)
+    if array.ndim == 2:
+        array = array[None]
+    if array.ndim != 3 or 0 in array.shape:
+        raise ValueError(f"{name} must be a non-empty MASK of shape [B, H, W] (or [H, W]), got shape {shape}")
+    return array
+
+
+def to_tensor(array: np.ndarray):
+    """A float32 (or bool) CPU torch tensor sharing ``array``'s memory when it can."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def tracks_output(tracks: Tracks) -> dict:
+    """The TRACKS dict of torch tensors (core keys plus this pack's optional ones)."""
+    return {key: to_tensor(value) for key, value in tracks.to_comfy().items()}
+
+
+def overlay_list(overlay, name: str) -> list:
+    """A TRACK_OVERLAY value (list of per-frame DisplayList), checked."""
+    if not isinstance(overlay, (list, tuple)) or not all(isinstance(entry, DisplayList) for entry in overlay):
+        raise TypeError(f"{name} must be a TRACK_OVERLAY (one display list per frame) from a Track Overlay "
+                        f"node such as Line Links or Boxes, got {type(overlay).__name__}")
+    if not overlay:
+        raise ValueError(f"{name} has no frames; its tracks must cover at least one frame")
+    return list(overlay)
+
+
+def common_length(**counts: int) -> int:
+    """The shared length of named sequences where a length of 1 repeats; errors name both inputs."""
+    longer = [(name, count) for name, count in counts.items() if count != 1]
+    for name, count in longer[1:]:
+        if count != longer[0][1]:
+            raise ValueError(f"{longer[0][0]} has {longer[0][1]} frames but {name} has {count}: give equal "
+                             "frame counts, or 1 frame to repeat it")
+    return longer[0][1] if longer else 1
+
+
+def unit_scale(units: str, reference, name: str = "reference") -> float:
+    """Pixels per size unit: 1 for pixels, H / 100 for '% of frame height' (H from ``reference``)."""
+    if units not in UNITS:
+        raise ValueError(f"units {units!r} is not one of {', '.join(UNITS)}")
+    if units == UNITS[0]:
+        return 1.0
+    if reference is None:
+        raise ValueError(f"units '{units}' needs the {name} image: connect the frames to '{name}', "
+                         "or set units to 'pixels'")
+    return image_array(reference, name).shape[1] / 100.0
+
+
+def engine_params(cls, widgets: dict, scale: float = 1.0, scaled: tuple = ()):
+    """An instance of the dataclass ``cls`` from the widgets named like its fields (``scaled`` ones x ``scale``)."""
+    values = {field.name: widgets[field.name] for field in fields(cls) if field.name in widgets}
+    values.update({key: values[key] * scale for key in scaled})
+    return cls(**values)
+
+
+def _box_rows(frame, label: str) -> np.ndarray:
+    """float32 [n, 4] (x, y, width, height) from one frame's list of box dicts."""
+    if isinstance(frame, dict):
+        frame = [frame]
+    rows = []
+    for index, box in enumerate(frame):
+        where = f"{label} box {index}"
+        if not isinstance(box, dict):
+            raise TypeError(f"{where} must be a dict with x, y, width, height, got {type(box).__name__}")
+        missing = [key for key in ("x", "y", "width", "height") if key not in box]
+        if missing:
+            raise ValueError(f"{where} is missing {', '.join(missing)}; each box needs x, y (top-left), "
+                             "width and height in pixels")
+        try:
+            row = [float(box[key]) for key in ("x", "y", "width", "height")]
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: x, y, width, height must be numbers") from None
+        if not all(math.isfinite(value) for value in row) or row[2] < 0 or row[3] < 0:
+            raise ValueError(f"{where}: x, y must be finite and width, height finite and >= 0, got {row}")
+        rows.append(row)
+    return np.array(rows, np.float32).reshape(-1, 4)
+
+
+def bounding_boxes(boxes, name: str = "boxes") -> list:
+    """Per-frame (centers [n, 2], sizes [n, 2]) from a BOUNDING_BOXES value.
+
+    Accepts a list of {x, y, width, height} dicts (one frame) or a list of such
+    lists (one per frame); x, y is the box's top-left corner in pixels.
+    """
+    if isinstance(boxes, dict):
+        boxes = [boxes]
+    if not isinstance(boxes, (list, tuple)):
+        raise TypeError(f"{name} must be BOUNDING_BOXES (a list of {{x, y, width, height}} dicts, or one "
+                        f"such list per frame), got {type(boxes).__name__}")
+    per_frame = len(boxes) > 0 and all(isinstance(item, (list, tuple)) for item in boxes)
+    frames = boxes if per_frame else [boxes]
+    result = []
+    for index, frame in enumerate(frames):
+        rows = _box_rows(frame, f"{name} frame {index}")
+        result.append((rows[:, :2] + rows[:, 2:] / 2, rows[:, 2:]))
+    return result
+
+
+def progress_callback(total: int):
+    """``progress(done, total)`` driving ComfyUI's progress bar, or None outside ComfyUI.
+
+    ComfyUI's progress hook also raises when the user interrupts, so the loop stops there.
+    """
+    try:
+        from comfy.utils import ProgressBar
+    except ImportError:
+        return None
+    bar = ProgressBar(total)
+    return lambda done, count: bar.update_absolute(done, count)
+
+
+def _folder_paths():
+    """ComfyUI's ``folder_paths`` module, or None outside ComfyUI."""
+    try:
+        import folder_paths
+    except ImportError:
+        return None
+    return folder_paths
+
+
+def input_path(path: str) -> str:
+    """An absolute path as given; a relative one under ComfyUI's input folder (outside ComfyUI: as given)."""
+    path = os.path.expanduser(path)
+    paths = _folder_paths()
+    if os.path.isabs(path) or paths is None:
+        return path
+    return os.path.join(paths.get_input_directory(), path)
+
+
+def save_text_output(text: str, prefix: str, extension: str):
+    """Save ``text`` as ``<prefix>_00001_.<extension>`` under ComfyUI's output folder.
+
+    Returns the ``{filename, subfolder, type}`` record ComfyUI reports, or None
+    outside ComfyUI (nothing is written then).
+    """
+    paths = _folder_paths()
+    if paths is None:
+        return None
+    output_dir = paths.get_output_directory()
+    folder, filename, counter, subfolder, _ = paths.get_save_image_path(prefix, output_dir)
+    os.makedirs(folder, exist_ok=True)
+    name = f"{filename}_{counter:05}_.{extension}"
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return {"filename": name, "subfolder": subfolder, "type": "output"}
