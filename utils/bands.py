@@ -63,6 +63,13 @@ class BandPool:
 
         self.map(band, self.bands(frame.shape[0]))
 
+    def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray) -> np.ndarray:
+        """Copy ``frame`` into ``out`` and blend ``layer`` over it."""
+        for copy in self.copy_async(frame, out):
+            copy.result()
+        self.blend(out, layer)
+        return out
+
     def close(self) -> None:
         """Stop the worker threads (the pool restarts on next use)."""
         if self._pool is not None:

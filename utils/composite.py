@@ -52,14 +52,18 @@ def blend_pixels(frame: np.ndarray, layer: SparseLayer) -> None:
         flat[layer.pixels] = (layer.color + below * transmit).T
 
 
-def layer_to_rgba(layer: SparseLayer) -> tuple[np.ndarray, np.ndarray]:
-    """The layer alone: straight (un-premultiplied) RGB [H, W, 3] and alpha [H, W], float32."""
-    rgb = np.zeros((layer.height * layer.width, 3), np.float32)
-    alpha = np.zeros(layer.height * layer.width, np.float32)
-    alpha[layer.pixels] = layer.alpha
-    rgb[layer.pixels] = (layer.color / np.maximum(layer.alpha, 1e-8)).T
-    np.clip(rgb, 0.0, 1.0, out=rgb)
-    return rgb.reshape(layer.height, layer.width, 3), alpha.reshape(layer.height, layer.width)
+def layer_to_rgba(layer: SparseLayer, rgb: np.ndarray | None = None,
+                  alpha: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The layer alone: straight (un-premultiplied) RGB [H, W, 3] and alpha [H, W], float32.
+
+    ``rgb``/``alpha`` may be given as zero-filled arrays to write into.
+    """
+    rgb = np.zeros((layer.height, layer.width, 3), np.float32) if rgb is None else rgb
+    alpha = np.zeros((layer.height, layer.width), np.float32) if alpha is None else alpha
+    alpha.reshape(-1)[layer.pixels] = layer.alpha
+    straight = (layer.color / np.maximum(layer.alpha, 1e-8)).T
+    rgb.reshape(-1, 3)[layer.pixels] = np.clip(straight, 0.0, 1.0)
+    return rgb, alpha
 
 
 def output_buffer(frame: np.ndarray, out: np.ndarray | None) -> np.ndarray:

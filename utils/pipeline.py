@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .composite import layer_to_rgba
 from .display_list import DisplayList
 
 
@@ -56,9 +57,12 @@ def render_batch(frames: np.ndarray, overlays: list, renderer, with_layer: bool 
     for index in range(count):
         frame = frames[index if len(frames) > 1 else 0]
         display_list = overlays[index if len(overlays) > 1 else 0]
-        renderer.render(frame, display_list, out=out[index])
-        if with_layer:
-            layer_rgb[index], layer_alpha[index] = renderer.render_layer(display_list, height, width)
+        if with_layer:  # one rasterisation feeds both outputs
+            layer = renderer.rasterize(display_list, height, width)
+            renderer.composite(frame, layer, out=out[index])
+            layer_to_rgba(layer, layer_rgb[index], layer_alpha[index])
+        else:
+            renderer.render(frame, display_list, out=out[index])
         if progress is not None:
             progress(index + 1, count)
     return RenderedBatch(out, layer_rgb, layer_alpha)

@@ -44,6 +44,11 @@ class CpuRenderer:
         self.pool.map(render_band, self.pool.bands(height))
         return out
 
+    def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray | None = None) -> np.ndarray:
+        """A rasterised ``layer`` over a host ``frame`` into a new frame (or ``out``)."""
+        check_frame(frame)
+        return self.pool.composite(frame, layer, output_buffer(frame, out))
+
     def render_layer(self, display_list: DisplayList, height: int, width: int):
         """The overlay alone: straight RGB float32 [H, W, 3] and alpha float32 [H, W]."""
         return layer_to_rgba(self.rasterize(display_list, height, width))
