@@ -92,12 +92,16 @@ def select_backend(requested: str = "auto") -> BackendInfo:
 
 
 def make_renderer(requested: str = "auto"):
-    """A renderer for the resolved backend (``render``/``render_layer`` API)."""
-    info = select_backend(requested)
-    if info.selected == "gpu":
-        from .render_gpu import GpuRenderer
+    """``(renderer, info)`` for the resolved backend (``render``/``render_layer`` API).
 
-        return GpuRenderer(), info
+    A GPU renderer falls back to the CPU, with one warning, if the GPU fails mid-run.
+    """
     from .render_cpu import CpuRenderer
 
+    info = select_backend(requested)
+    if info.selected == "gpu":
+        from .fallback import FallbackRenderer
+        from .render_gpu import GpuRenderer
+
+        return FallbackRenderer(GpuRenderer(), CpuRenderer), info
     return CpuRenderer(), info

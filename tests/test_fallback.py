@@ -1,0 +1,93 @@
+"""GPU faults: the run completes on the CPU with one warning, never a wrong frame."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from trackoverlay.utils import backend
+from trackoverlay.utils.fallback import FallbackRenderer
+from trackoverlay.utils.render_cpu import CpuRenderer
+from scenes import SCENES
+
+
+class OutOfMemoryError(Exception):
+    """Stands in for cupy.cuda.memory.OutOfMemoryError (matched by name)."""
+
+
+class FailingGpu:
+    """A GPU renderer whose calls raise ``errors`` in turn, then render on the CPU."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.calls = 0
+        self.closed = False
+
+    def render(self, frame, display_list, out=None):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return CpuRenderer().render(frame, display_list, out=out)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def scene():
+    name = sorted(SCENES)[0]
+    return SCENES[name]()
+
+
+def test_kernel_failure_falls_back_to_cpu_with_one_warning(scene, caplog):
+    frame, display_list = scene
+    gpu = FailingGpu(RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"))
+    renderer = FallbackRenderer(gpu, CpuRenderer)
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        first = renderer.render(frame, display_list)
+        second = renderer.render(frame, display_list)
+    want = CpuRenderer().render(frame, display_list)
+    np.testing.assert_array_equal(first, want)
+    np.testing.assert_array_equal(second, want)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "unspecified launch failure" in warnings[0].getMessage()
+    assert renderer.name == "cpu" and gpu.closed and gpu.calls == 1
+
+
+def test_out_of_memory_frees_the_pool_and_retries_on_the_gpu(scene, monkeypatch, caplog):
+    frame, display_list = scene
+    freed = []
+    monkeypatch.setattr("trackoverlay.utils.fallback._free_gpu_pool", lambda: freed.append(True))
+    gpu = FailingGpu(OutOfMemoryError("out of memory allocating 99532800 bytes"))
+    renderer = FallbackRenderer(gpu, CpuRenderer)
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        out = renderer.render(frame, display_list)
+    np.testing.assert_array_equal(out, CpuRenderer().render(frame, display_list))
+    assert freed == [True] and gpu.calls == 2 and renderer.name == "gpu"
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_repeated_out_of_memory_falls_back_to_cpu(scene, monkeypatch, caplog):
+    frame, display_list = scene
+    monkeypatch.setattr("trackoverlay.utils.fallback._free_gpu_pool", lambda: None)
+    gpu = FailingGpu(OutOfMemoryError("first"), OutOfMemoryError("second"))
+    renderer = FallbackRenderer(gpu, CpuRenderer)
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        out = renderer.render(frame, display_list)
+    np.testing.assert_array_equal(out, CpuRenderer().render(frame, display_list))
+    assert renderer.name == "cpu" and "second" in caplog.text
+
+
+def test_cupy_import_error_selects_the_cpu_with_the_reason(monkeypatch):
+    monkeypatch.setattr(backend, "probe_gpu", lambda: (False, "CuPy is not importable (ImportError: no cupy)"))
+    info = backend.select_backend("auto")
+    assert info.selected == "cpu" and "no cupy" in info.reason
+    renderer, _ = backend.make_renderer("auto")
+    assert isinstance(renderer, CpuRenderer)
+    with pytest.raises(RuntimeError, match="backend 'gpu' was requested but CuPy is not importable.*backend 'cpu'"):
+        backend.select_backend("gpu")
+
+
+def test_unknown_backend_is_rejected():
+    with pytest.raises(ValueError, match="backend 'cuda' is not one of auto, cpu, gpu"):
+        backend.select_backend("cuda")

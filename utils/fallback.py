@@ -1,0 +1,74 @@
+"""A GPU renderer that finishes the run on the CPU when the GPU fails.
+
+GPU out-of-memory first frees CuPy's memory pool and retries once; any other
+GPU failure (or a second out-of-memory) logs one warning with the reason and
+continues on the CPU renderer, which draws the same picture.
+"""
+
+from __future__ import annotations
+
+from .log import LOGGER
+
+
+def _is_out_of_memory(error: Exception) -> bool:
+    return type(error).__name__ == "OutOfMemoryError"
+
+
+def _free_gpu_pool() -> None:
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+class FallbackRenderer:
+    """Delegates to ``gpu`` until it fails, then to ``cpu_factory()`` for good."""
+
+    def __init__(self, gpu, cpu_factory):
+        self._gpu = gpu
+        self._cpu_factory = cpu_factory
+        self._cpu = None
+
+    @property
+    def name(self) -> str:
+        """``gpu`` while the GPU renders, ``cpu`` after a fallback."""
+        return "cpu" if self._cpu is not None else "gpu"
+
+    def _call(self, method: str, *args, **kwargs):
+        if self._cpu is None:
+            try:
+                return getattr(self._gpu, method)(*args, **kwargs)
+            except Exception as error:  # CuPy/CUDA errors have no common base class
+                if _is_out_of_memory(error):
+                    _free_gpu_pool()
+                    try:
+                        return getattr(self._gpu, method)(*args, **kwargs)
+                    except Exception as retry_error:
+                        error = retry_error
+                LOGGER.warning("GPU rendering failed (%s: %s); continuing on the CPU",
+                               type(error).__name__, error)
+                self._gpu.close()
+                self._cpu = self._cpu_factory()
+        return getattr(self._cpu, method)(*args, **kwargs)
+
+    def render(self, frame, display_list, out=None):
+        """See :meth:`CpuRenderer.render`."""
+        return self._call("render", frame, display_list, out=out)
+
+    def rasterize(self, display_list, height: int, width: int):
+        """See :meth:`CpuRenderer.rasterize`."""
+        return self._call("rasterize", display_list, height, width)
+
+    def composite(self, frame, layer, out=None):
+        """See :meth:`CpuRenderer.composite`."""
+        return self._call("composite", frame, layer, out=out)
+
+    def render_layer(self, display_list, height: int, width: int):
+        """See :meth:`CpuRenderer.render_layer`."""
+        return self._call("render_layer", display_list, height, width)
+
+    def close(self) -> None:
+        """Release both renderers' resources."""
+        self._gpu.close()
+        if self._cpu is not None:
+            self._cpu.close()
