@@ -1,0 +1,157 @@
+"""Small deterministic render scenes shared by the golden and backend-parity tests.
+
+``SCENES`` maps a scene name to a callable returning ``(frame, display_list)``:
+a fresh frame (uint8 or float32 ``[H, W, 3]``, 64x48 .. 160x120 pixels) and
+the :class:`DisplayList` to draw over it. Every call builds new arrays from
+fixed seeds, so callers may do anything with them.
+
+``polylines`` and ``boxes`` build primitive batches from plain numbers for
+hand-written tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trackoverlay.utils.display_list import Boxes, DisplayList, Polylines
+from trackoverlay.utils.graph import GraphParams, build_edges
+from trackoverlay.utils.overlay import box_primitives, link_polylines
+from trackoverlay.utils.styles import BoxStyle, LineStyle
+
+
+def polylines(paths, width=1.0, color=(1, 1, 1, 1), color_end=None, dash=(0.0, 0.0),
+              dash_round=False) -> Polylines:
+    """A batch of polylines (one per vertex list in ``paths``) sharing one style."""
+    count = len(paths)
+    vertices = np.concatenate([np.asarray(p, np.float32).reshape(-1, 2) for p in paths])
+    offsets = np.r_[0, np.cumsum([len(p) for p in paths])]
+    start = np.tile(np.asarray(color, np.float32), (count, 1))
+    end = start if color_end is None else np.tile(np.asarray(color_end, np.float32), (count, 1))
+    return Polylines(vertices, offsets, np.full(count, width, np.float32), start, end,
+                     np.tile(np.asarray(dash, np.float32), (count, 1)), np.full(count, dash_round))
+
+
+def boxes(centers, half_sizes, radius=0.0, stroke_width=0.0, stroke_color=(1, 1, 1, 1),
+          fill_color=(0, 0, 0, 0), bracket=0.0) -> Boxes:
+    """A batch of boxes at ``centers`` [Q, 2] with ``half_sizes`` [Q, 2]; scalars broadcast."""
+    centers = np.asarray(centers, np.float32).reshape(-1, 2)
+    count = len(centers)
+
+    def per_box(value, tail=()):
+        return np.broadcast_to(np.asarray(value, np.float32), (count,) + tail)
+
+    return Boxes(centers, per_box(half_sizes, (2,)), per_box(radius), per_box(stroke_width),
+                 per_box(stroke_color, (4,)), per_box(fill_color, (4,)), per_box(bracket))
+
+
+def _as_frame(rgb: np.ndarray, dtype) -> np.ndarray:
+    """A new ``dtype`` frame from float RGB in 0..1 (uint8: rounded to nearest)."""
+    return np.round(rgb * 255).astype(np.uint8) if dtype == np.uint8 else rgb.astype(np.float32)
+
+
+def flat_frame(height, width, rgb, dtype=np.uint8) -> np.ndarray:
+    """A frame of one colour (``rgb`` in 0..1)."""
+    return _as_frame(np.broadcast_to(np.asarray(rgb, np.float32), (height, width, 3)), dtype)
+
+
+def textured_frame(height, width, dtype=np.uint8) -> np.ndarray:
+    """A smooth, footage-like frame: colour ramps and soft blobs (compresses well as PNG)."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    u, v = x / width, y / height
+    blobs = 0.5 + 0.5 * np.sin(6.0 * u + 1.3) * np.cos(5.0 * v - 0.4)
+    frame = np.stack([0.15 + 0.35 * u * blobs, 0.12 + 0.3 * v, 0.2 + 0.25 * blobs], axis=-1)
+    return _as_frame(frame, dtype)
+
+
+def random_points(count, height, width, seed, margin=6.0) -> np.ndarray:
+    """``count`` float32 points uniform inside the canvas, ``margin`` px from its border."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform((margin, margin), (width - margin, height - margin), (count, 2)).astype(np.float32)
+
+
+def knn_links(points, style: LineStyle, k=3) -> Polylines:
+    """Curves of ``style`` linking each point to its ``k`` nearest neighbours."""
+    edges, _ = build_edges(points, GraphParams(mode="knn", k=k))
+    return link_polylines(points, np.arange(len(points)), edges, style)
+
+
+def knn_straight():
+    """Straight 1.5 px kNN links (k=3) on a flat dark frame."""
+    points = random_points(14, 90, 120, seed=1)
+    style = LineStyle(width=1.5, color="#FFFFFF", opacity=0.9, curve="straight")
+    return flat_frame(90, 120, (0.08, 0.1, 0.14)), DisplayList((knn_links(points, style),))
+
+
+def bezier_curves():
+    """Quadratic (cyan), cubic (orange) and s-curve (green) links between the same pairs."""
+    starts = np.array([[10, 8], [12, 34], [10, 60]], np.float32)
+    ends = starts + np.array([[96, 8], [100, -6], [98, 4]], np.float32)
+    points = np.concatenate([starts, ends])
+    edges = np.array([[0, 3], [1, 4], [2, 5]])
+    layers = tuple(link_polylines(points, np.arange(6), edges,
+                                  LineStyle(width=2.0, color=color, curve=curve, bend=0.25, bend_side="left"))
+                   for curve, color in (("quadratic", "#00E5FF"), ("cubic", "#FF8A00"), ("s_curve", "#76FF03")))
+    return flat_frame(90, 120, (0.05, 0.05, 0.08)), DisplayList(layers)
+
+
+def dashed_dotted():
+    """Dashed quadratic kNN curves under dotted straight ones."""
+    points = random_points(10, 90, 120, seed=3)
+    dashed = LineStyle(width=2.0, color="#FFD600", pattern="dashed", dash_length=6, gap_length=4,
+                       curve="quadratic", bend=0.2)
+    dotted = LineStyle(width=3.0, color="#FF4081", pattern="dotted", gap_length=6, curve="straight")
+    return flat_frame(90, 120, (0.1, 0.1, 0.1)), DisplayList((knn_links(points, dashed),
+                                                              knn_links(points, dotted, k=1)))
+
+
+def track_gradient():
+    """3 px quadratic links coloured by track, fading between the two tracks' colours."""
+    points = random_points(12, 90, 120, seed=4)
+    style = LineStyle(width=3.0, color_mode="track", gradient=True, curve="quadratic", bend=0.3)
+    return flat_frame(90, 120, (0.12, 0.12, 0.12)), DisplayList((knn_links(points, style, k=2),))
+
+
+def rounded_boxes():
+    """Filled rounded boxes of several sizes and roundness, two cut by the frame's border."""
+    centers = np.array([[20, 20], [58, 24], [100, 30], [30, 68], [80, 70], [117, 80], [2, 45]], np.float32)
+    sizes = np.array([[24, 18], [30, 30], [20, 40], [36, 22], [26, 26], [24, 20], [18, 30]], np.float32)
+    layers = tuple(box_primitives(centers[part], sizes[part], np.arange(7)[part],
+                                  BoxStyle(stroke_width=2.0, roundness=roundness, fill_opacity=0.35, color_mode=mode))
+                   for part, roundness, mode in ((slice(0, 4), 0.5, "track"), (slice(4, 7), 1.0, "single")))
+    return flat_frame(90, 120, (0.15, 0.17, 0.2)), DisplayList(layers)
+
+
+def corner_brackets():
+    """Corner-bracket boxes with a faint fill, thin and thick strokes."""
+    centers = np.array([[22, 22], [60, 24], [98, 22], [22, 64], [60, 66], [98, 64]], np.float32)
+    thin = box_primitives(centers[:3], np.full((3, 2), 22, np.float32), np.arange(3),
+                          BoxStyle(shape="brackets", stroke_width=1.0, fill_opacity=0.1, bracket_length=0.25))
+    thick = box_primitives(centers[3:], np.array([[26, 18], [18, 26], [30, 30]], np.float32), np.arange(3, 6),
+                           BoxStyle(shape="brackets", stroke_width=3.0, fill_opacity=0.0, roundness=0.4,
+                                    color_mode="track", bracket_length=0.3))
+    return flat_frame(90, 120, (0.2, 0.2, 0.22)), DisplayList((thin, thick))
+
+
+def seed_scene():
+    """The product look in miniature: kNN curves under boxes on a textured frame."""
+    points = random_points(12, 90, 120, seed=7, margin=8)
+    ids = np.arange(len(points))
+    lines = knn_links(points, LineStyle(width=1.5, color_mode="track", gradient=True, opacity=0.85,
+                                        curve="quadratic", bend=0.25))
+    sizes = np.random.default_rng(8).uniform(7, 14, (len(points), 2)).astype(np.float32)
+    marks = box_primitives(points, sizes, ids, BoxStyle(stroke_width=1.5, roundness=0.35, fill_opacity=0.2))
+    return textured_frame(90, 120), DisplayList((lines, marks))
+
+
+def float32_frame():
+    """Overlapping semi-transparent lines and boxes on a float32 frame."""
+    lines = polylines([[(4, 8), (60, 40)], [(6, 40), (60, 6)]], width=5.0,
+                      color=(1.0, 0.2, 0.1, 0.6), color_end=(0.1, 0.4, 1.0, 0.6))
+    marks = boxes([[22, 24], [44, 20]], [[14, 10], [12, 14]], radius=5.0, stroke_width=2.0,
+                  stroke_color=(1, 1, 1, 0.7), fill_color=(0.0, 1.0, 0.6, 0.3))
+    return textured_frame(48, 64, np.float32), DisplayList((lines, marks))
+
+
+SCENES = {function.__name__: function for function in (
+    knn_straight, bezier_curves, dashed_dotted, track_gradient, rounded_boxes, corner_brackets,
+    seed_scene, float32_frame)}
