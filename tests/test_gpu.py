@@ -7,6 +7,7 @@ from trackoverlay.utils.display_list import DisplayList
 from trackoverlay.utils.overlay import box_primitives, link_polylines
 from trackoverlay.utils.render_cpu import CpuRenderer
 from trackoverlay.utils.styles import BoxStyle, LineStyle
+from scenes import SCENES
 
 pytestmark = pytest.mark.gpu
 
@@ -75,6 +76,20 @@ def test_layer_matches_cpu(gpu):
     assert np.abs(got_alpha - want_alpha).max() <= PARITY
     visible = want_alpha > 0.05
     assert np.abs(got_rgb - want_rgb)[visible].max() <= PARITY
+
+
+@pytest.mark.parametrize("name", sorted(SCENES))
+def test_every_regression_scene_matches_cpu(gpu, name):
+    import cupy
+
+    frame, scene = SCENES[name]()
+    scale = 255 if frame.dtype == np.uint8 else 1
+    want = CpuRenderer().render(frame, scene).astype(np.float32)
+    host = gpu.render(frame, scene).astype(np.float32)
+    device = gpu.render_device(cupy.asarray(frame), gpu.upload(scene)).get().astype(np.float32)
+    worst = max(np.abs(host - want).max(), np.abs(device - want).max()) / scale
+    print(f"parity {name}: max |GPU - CPU| = {worst * 255:.2f}/255")
+    assert worst <= PARITY
 
 
 def test_empty_scene_copies_frame(gpu):

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .bands import BandPool
-from .composite import check_frame, layer_to_rgba, output_buffer
+from .composite import check_frame, output_buffer
 from .display_list import DisplayList, Polylines
 from .log import LOGGER
 from .raster_cpu import SparseLayer
+from .renderer import Renderer
 from .segments import build_segment_table
 
 TILE = 16
@@ -116,7 +116,7 @@ class TileBins:
     needed: object  # device scalar: keys the scene needs (more than ``len(keys)`` = overflow)
 
 
-class GpuRenderer:
+class GpuRenderer(Renderer):
     """Draws display lists with CuPy kernels; same API as :class:`CpuRenderer`.
 
     Buffers are kept between frames; the key buffer grows when a frame needs
@@ -129,7 +129,7 @@ class GpuRenderer:
     name = "gpu"
 
     def __init__(self, workers: int | None = None):
-        self.pool = BandPool(workers)
+        super().__init__(workers)
         self._pinned = {}
         self._buffers = {}
         self._capacity = 1 << 16
@@ -277,17 +277,8 @@ class GpuRenderer:
         """``display_list`` over a host ``frame`` into a new frame (or ``out``)."""
         return self.render_host(frame, self.upload(display_list), out)
 
-    def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray | None = None) -> np.ndarray:
-        """A rasterised ``layer`` over a host ``frame`` into a new frame (or ``out``)."""
-        check_frame(frame)
-        return self.pool.composite(frame, layer, output_buffer(frame, out))
-
-    def render_layer(self, display_list: DisplayList, height: int, width: int):
-        """The overlay alone: straight RGB float32 [H, W, 3] and alpha float32 [H, W]."""
-        return layer_to_rgba(self.rasterize(display_list, height, width))
-
     def close(self) -> None:
         """Release host threads and pinned buffers."""
-        self.pool.close()
+        super().close()
         self._pinned.clear()
         LOGGER.debug("GPU renderer closed")

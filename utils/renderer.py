@@ -1,0 +1,49 @@
+"""What every renderer shares: host frames composited band by band on a thread pool.
+
+Subclasses provide ``rasterize`` (display list -> sparse layer) and may
+override ``render`` with a faster fused path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .bands import BandPool
+from .composite import check_frame, layer_to_rgba, output_buffer
+from .display_list import DisplayList
+from .raster_cpu import SparseLayer
+
+
+class Renderer:
+    """Base of the CPU and GPU renderers (``render``/``rasterize``/``render_layer`` API).
+
+    Args:
+        workers: host threads for compositing (default: the CPU count, at most 8).
+    """
+
+    name = "base"
+
+    def __init__(self, workers: int | None = None):
+        self.pool = BandPool(workers)
+
+    def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
+        """The premultiplied overlay layer of ``display_list`` as a sparse layer."""
+        raise NotImplementedError
+
+    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
+        """``display_list`` composited over ``frame`` into a new frame (or ``out``)."""
+        check_frame(frame)
+        return self.composite(frame, self.rasterize(display_list, *frame.shape[:2]), out)
+
+    def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray | None = None) -> np.ndarray:
+        """A rasterised ``layer`` over a host ``frame`` into a new frame (or ``out``)."""
+        check_frame(frame)
+        return self.pool.composite(frame, layer, output_buffer(frame, out))
+
+    def render_layer(self, display_list: DisplayList, height: int, width: int):
+        """The overlay alone: straight RGB float32 [H, W, 3] and alpha float32 [H, W]."""
+        return layer_to_rgba(self.rasterize(display_list, height, width))
+
+    def close(self) -> None:
+        """Stop the worker threads (the renderer stays usable)."""
+        self.pool.close()
