@@ -5,6 +5,8 @@ Points are detected on the first frame and re-detected every
 followed by pyramidal Lucas-Kanade optical flow with a forward-backward check.
 A point keeps its column while it stays visible; a lost point never comes
 back (a later detection at the same place gets a new column).
+:class:`TrackDetector` does this one frame at a time (for streaming);
+:func:`detect_tracks` runs it over a batch.
 """
 
 from __future__ import annotations
@@ -125,8 +127,7 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray):
     return forward, ok
 
 
-def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, point_size,
-                  max_tracks) -> None:
+def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks) -> None:
     if method not in _DETECTORS:
         raise ValueError(f"method {method!r} is not known; use one of {', '.join(METHODS)}")
     if max_points < 1:
@@ -137,10 +138,86 @@ def _check_params(max_points, min_distance, sensitivity, method, redetect_interv
         raise ValueError(f"sensitivity must lie in 0..1, got {sensitivity}")
     if redetect_interval < 1:
         raise ValueError(f"redetect_interval must be >= 1 frame, got {redetect_interval}")
-    if not point_size >= 0:
-        raise ValueError(f"point_size must be >= 0 pixels, got {point_size}")
-    if max_tracks < max_points:
+    if max_tracks is not None and max_tracks < max_points:
         raise ValueError(f"max_tracks ({max_tracks}) must be >= max_points ({max_points})")
+
+
+class TrackDetector:
+    """Incremental detection and following, one frame at a time.
+
+    Same parameters and results as :func:`detect_tracks` (``max_tracks=None``
+    means no column cap), but frames are fed one by one, so a video of any
+    length streams through in constant memory (apart from two floats per
+    track column ever started).
+
+    Example::
+
+        detector = TrackDetector(method="bright")
+        for frame in frames:
+            positions, visible = detector.update(frame)
+    """
+
+    def __init__(self, max_points: int = 100, min_distance: float = 20.0, sensitivity: float = 0.5,
+                 method: str = "corners", redetect_interval: int = 5, max_tracks: int | None = None):
+        _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks)
+        self.max_points, self.min_distance, self.sensitivity = max_points, min_distance, sensitivity
+        self.redetect_interval, self.max_tracks = redetect_interval, max_tracks
+        self._detector = _DETECTORS[method]
+        self._positions = np.zeros((0, 2), np.float32)  # our pixel convention, last known per column
+        self._live_ids = np.zeros(0, np.int64)
+        self._live_points = np.zeros((0, 2), np.float32)  # OpenCV convention (centres on integers)
+        self._previous = None
+        self.frame_index = 0
+
+    @property
+    def track_count(self) -> int:
+        """Columns started so far."""
+        return len(self._positions)
+
+    def _room(self) -> int:
+        """How many new tracks may start now."""
+        room = self.max_points - len(self._live_ids)
+        if self.max_tracks is not None:
+            room = min(room, self.max_tracks - self.track_count)
+        return room
+
+    def _gray(self, frame) -> np.ndarray:
+        """Gray of one RGB frame, checked against the first frame's size."""
+        array = _check_frames(frame)
+        if len(array) != 1:
+            raise ValueError(f"update takes one frame [H, W, 3], got shape {list(array.shape)}")
+        gray = _gray(array[0])
+        if self._previous is not None and gray.shape != self._previous.shape:
+            raise ValueError(f"frame {self.frame_index} is {gray.shape[1]}x{gray.shape[0]} but earlier frames "
+                             f"are {self._previous.shape[1]}x{self._previous.shape[0]}; all frames must "
+                             "have one size")
+        return gray
+
+    def update(self, frame) -> tuple[np.ndarray, np.ndarray]:
+        """Follow live points into ``frame`` (RGB [H, W, 3]) and maybe detect new ones.
+
+        Returns ``(positions, visible)``: float32 ``[N_total, 2]`` (a copy; hidden
+        columns hold their last known position) and bool ``[N_total]``, where
+        ``N_total`` counts every column started so far. Columns are only ever
+        appended, so column ``n`` is the same track in every frame.
+        """
+        gray = self._gray(frame)
+        if self._previous is not None:
+            points, ok = _follow(self._previous, gray, self._live_points)
+            self._live_ids, self._live_points = self._live_ids[ok], points[ok]
+        self._previous = gray
+        room = self._room()
+        if self.frame_index % self.redetect_interval == 0 and room > 0:
+            fresh = self._detector(gray, self.sensitivity, self.min_distance, self._live_points, room)
+            start = self.track_count
+            self._live_ids = np.concatenate([self._live_ids, np.arange(start, start + len(fresh))])
+            self._live_points = np.concatenate([self._live_points, fresh]).astype(np.float32)
+            self._positions = np.concatenate([self._positions, np.zeros((len(fresh), 2), np.float32)])
+        self._positions[self._live_ids] = self._live_points + 0.5  # OpenCV's pixel centres are integers
+        visible = np.zeros(self.track_count, bool)
+        visible[self._live_ids] = True
+        self.frame_index += 1
+        return self._positions.copy(), visible
 
 
 def detect_tracks(frames, max_points: int = 100, min_distance: float = 20.0, sensitivity: float = 0.5,
@@ -162,32 +239,20 @@ def detect_tracks(frames, max_points: int = 100, min_distance: float = 20.0, sen
             reached, no new tracks start.
 
     Invisible slots hold the track's nearest known position. Deterministic.
+    Frame by frame, this is :class:`TrackDetector`.
     """
     max_tracks = 4 * max_points if max_tracks is None else max_tracks
-    _check_params(max_points, min_distance, sensitivity, method, redetect_interval, point_size, max_tracks)
+    if not point_size >= 0:
+        raise ValueError(f"point_size must be >= 0 pixels, got {point_size}")
+    detector = TrackDetector(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks)
     frames = _check_frames(frames)
-    count = len(frames)
-    path = np.zeros((count, max_tracks, 2), np.float32)
-    visible = np.zeros((count, max_tracks), bool)
-    detector = _DETECTORS[method]
-    live_ids = np.zeros(0, int)
-    live_points = np.zeros((0, 2), np.float32)
-    used = 0
-    previous = None
-    for t in range(count):
-        gray = _gray(frames[t])
-        if previous is not None:
-            live_points, ok = _follow(previous, gray, live_points)
-            live_ids, live_points = live_ids[ok], live_points[ok]
-        previous = gray
-        room = min(max_points - len(live_ids), max_tracks - used)
-        if t % redetect_interval == 0 and room > 0:
-            fresh = detector(gray, sensitivity, min_distance, live_points, room)
-            live_ids = np.concatenate([live_ids, np.arange(used, used + len(fresh))])
-            live_points = np.concatenate([live_points, fresh]).astype(np.float32)
-            used += len(fresh)
-        path[t, live_ids] = live_points + 0.5  # OpenCV's pixel centres are integers; ours are at +0.5
-        visible[t, live_ids] = True
+    path = np.zeros((len(frames), max_tracks, 2), np.float32)
+    visible = np.zeros((len(frames), max_tracks), bool)
+    for t, frame in enumerate(frames):
+        positions, flags = detector.update(frame)
+        path[t, :len(positions)] = positions
+        visible[t, :len(flags)] = flags
+    used = detector.track_count
     visible = visible[:, :used]
     path = fill_hidden(path[:, :used], visible)
     size = np.full(path.shape, point_size, np.float32)
