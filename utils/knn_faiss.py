@@ -3,7 +3,8 @@
 Coordinates are centred and scaled before the search (raw pixel coordinates
 lose precision in FAISS's ``|x|^2 - 2xy + |y|^2`` form and overflow FP16);
 the returned neighbours are then re-ranked by exact float32 distances, so
-the result follows the same contract as ``graph.knn_cpu``.
+the result follows the same contract as ``graph.knn_cpu``. If FAISS fails,
+the search runs on the CPU instead, with one warning.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import functools
 import numpy as np
 
 from .arrays import array_module, to_numpy
+from .graph import knn_cpu
+from .log import LOGGER
 
 _EXTRA = 4  # candidates beyond k, so exact re-ranking can settle near-ties
 
@@ -26,8 +29,21 @@ def _resources():
     return resources
 
 
+@functools.lru_cache(maxsize=1)
+def _warn_fallback(reason: str) -> None:
+    LOGGER.warning("FAISS kNN failed (%s); searching on the CPU instead", reason)
+
+
 def knn_faiss(points, k: int):
     """``(idx int64 [N, k'], dist float32 [N, k'])``, ``k' = min(k, N - 1)``; input's array module."""
+    try:
+        return _knn_faiss(points, k)
+    except Exception as error:  # ImportError, CUDA errors, FAISS assertions
+        _warn_fallback(f"{type(error).__name__}: {error}")
+        return knn_cpu(points, k)
+
+
+def _knn_faiss(points, k: int):
     import faiss
 
     xp = array_module(points)
