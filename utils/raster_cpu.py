@@ -168,26 +168,28 @@ def _line_pairs(lines: Polylines, table: SegmentTable, seg, row, first, count, w
     yc = row.astype(np.float32) + np.float32(0.5)
     p0, p1 = table.p0[seg], table.p1[seg]
     delta = p1 - p0
-    length_sq = (delta * delta).sum(axis=1)
-    inv_length_sq = 1.0 / np.maximum(length_sq, _EPS)
+    length = np.sqrt((delta * delta).sum(axis=1))
+    # Unit tangent ((1, 0) for a zero-length segment: a dot).
+    tangent = np.where((length > _EPS)[:, None], delta / np.maximum(length, _EPS)[:, None], np.float32([1, 0]))
     qy = yc - p0[:, 1]
-    # Per span, the projection onto the segment is linear in x: x * dx + offset.
-    offset = qy * delta[:, 1] - p0[:, 0] * delta[:, 0]
-    dx, dy = delta[:, 0][span], delta[:, 1][span]
-    t = np.clip((x * dx + offset[span]) * inv_length_sq[span], 0.0, 1.0)
-    ex = x - p0[:, 0][span] - t * dx
-    ey = qy[span] - t * dy
-    distance = np.sqrt(ex * ex + ey * ey)
+    qx = x - p0[:, 0][span]
+    tx, ty, seg_length = tangent[:, 0][span], tangent[:, 1][span], length[span]
+    # Pixel offsets along and across the segment: the distance beside the segment is
+    # |across| itself (exactly 0 for pixel centres on an axis-aligned line).
+    along = qx * tx + (qy * tangent[:, 1])[span]
+    across = qx * ty - (qy * tangent[:, 0])[span]
+    overhang = np.maximum(np.maximum(-along, along - seg_length), 0.0)
+    distance = np.sqrt(across * across + overhang * overhang)
     polyline = table.polyline[seg]
     half_width = (lines.width[polyline] * 0.5)[span]
     outside = distance - half_width
-    arc = (table.arc_start[seg])[span] + t * np.sqrt(length_sq)[span]
+    arc = (table.arc_start[seg])[span] + np.clip(along, 0.0, seg_length)
     dash = lines.dash[polyline]
     if np.any(dash[:, 1] > 0):
         dashed = (dash[:, 1] > 0)[span]
-        along = _dash_distance(arc, dash[:, 0][span], dash[:, 1][span])
-        rounded = np.hypot(distance, np.maximum(along, 0.0)) - half_width
-        butt = np.maximum(outside, along)
+        to_dash = _dash_distance(arc, dash[:, 0][span], dash[:, 1][span])
+        rounded = np.hypot(distance, np.maximum(to_dash, 0.0)) - half_width
+        butt = np.maximum(outside, to_dash)
         outside = np.where(dashed, np.where(lines.dash_round[polyline][span], rounded, butt), outside)
     coverage = _clamp01(np.float32(0.5) - outside)
     pair_polyline = polyline[span]

@@ -42,13 +42,18 @@ struct Scene {
 
 __device__ __forceinline__ float clamp01(float v) { return fminf(fmaxf(v, 0.0f), 1.0f); }
 
-__device__ __forceinline__ float segment_distance(float px, float py, float2 a, float2 b, float* t_out) {
+// Distance from a pixel centre to segment ab, measured along and across the unit
+// tangent ((1, 0) for a dot), so it is exactly 0 on axis-aligned lines; *arc_out is
+// the clamped position along the segment.
+__device__ __forceinline__ float segment_distance(float px, float py, float2 a, float2 b, float* arc_out) {
     float dx = b.x - a.x, dy = b.y - a.y;
+    float length = sqrtf(dx * dx + dy * dy);
+    float tx = length > EPS ? dx / length : 1.0f, ty = length > EPS ? dy / length : 0.0f;
     float qx = px - a.x, qy = py - a.y;
-    float t = clamp01((qx * dx + qy * dy) / fmaxf(dx * dx + dy * dy, EPS));
-    float ex = qx - t * dx, ey = qy - t * dy;
-    *t_out = t;
-    return sqrtf(ex * ex + ey * ey);
+    float along = qx * tx + qy * ty, across = qx * ty - qy * tx;
+    float overhang = fmaxf(fmaxf(-along, along - length), 0.0f);
+    *arc_out = fminf(fmaxf(along, 0.0f), length);
+    return sqrtf(across * across + overhang * overhang);
 }
 
 // Conservative test: can any pixel of the tile be covered by the primitive?
@@ -56,9 +61,9 @@ __device__ bool touches_tile(const Scene& s, int p, float tx0, float ty0) {
     float cx = tx0 + 0.5f * TILE, cy = ty0 + 0.5f * TILE;
     int ref = s.prim_ref[p];
     if (s.prim_kind[p] == 0) {
-        float t;
+        float along;
         float reach = 0.5f * s.line_width[s.seg_polyline[ref]] + 0.5f + 0.70711f * TILE;
-        return segment_distance(cx, cy, s.seg_p0[ref], s.seg_p1[ref], &t) <= reach;
+        return segment_distance(cx, cy, s.seg_p0[ref], s.seg_p1[ref], &along) <= reach;
     }
     float2 c = s.box_center[ref], h = s.box_half[ref];
     float margin = 0.5f * s.box_stroke[ref] + 0.5f;
@@ -189,17 +194,16 @@ __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, lo
             int ref = s.prim_ref[p];
             if (s.prim_kind[p] == 0) {
                 int owner = s.seg_polyline[ref];
-                float t;
-                float d = segment_distance(px, py, s.seg_p0[ref], s.seg_p1[ref], &t);
+                float along;
+                float d = segment_distance(px, py, s.seg_p0[ref], s.seg_p1[ref], &along);
                 if (owner != line) {
                     flush_polyline(s, line, dist, arc, acc);
                     line = owner;
                     dist = 3.0e38f;
                 }
                 if (d < dist) {
-                    float2 a = s.seg_p0[ref], b = s.seg_p1[ref];
                     dist = d;
-                    arc = s.seg_arc0[ref] + t * sqrtf((b.x - a.x) * (b.x - a.x) + (b.y - a.y) * (b.y - a.y));
+                    arc = s.seg_arc0[ref] + along;
                 }
             } else {
                 flush_polyline(s, line, dist, arc, acc);
