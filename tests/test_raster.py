@@ -306,6 +306,25 @@ def test_semi_transparent_polyline_joints_composite_once(renderer):
     np.testing.assert_allclose(alpha, expected, rtol=0, atol=REFERENCE_TOLERANCE)
 
 
+SHARP_POLYLINES = {
+    "hairpin": [(0.0, 0.0), (16.0, 2.0), (0.125, 0.0)],
+    "right_angle_short_leg": [(4.0, 10.0), (40.0, 10.0), (40.0, 12.0), (4.0, 30.0)],
+    "self_crossing_loop": [(6.0, 40.0), (56.0, 8.0), (58.0, 40.0), (4.0, 10.0)],
+    "tight_spiral": [(32 + r * np.cos(a), 24 + r * np.sin(a)) for r, a in zip(np.linspace(3, 20, 40), np.linspace(0, 9, 40))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARP_POLYLINES))
+@pytest.mark.parametrize("width", [1.0, 7.0])
+def test_sharp_and_self_crossing_polylines_use_the_nearest_segment(renderer, name, width):
+    """Each pixel takes its distance to the whole polyline, even where bisectors can't split it."""
+    lines = polylines([SHARP_POLYLINES[name]], width=width, color=(1, 0.5, 0.2, 0.6), dash=(5.0, 3.0))
+    color, alpha = dense(renderer.rasterize(DisplayList((lines,)), 48, 64))
+    ref_color, ref_alpha = reference_polyline(*pixel_centres(48, 64), lines, 0)
+    np.testing.assert_allclose(alpha, ref_alpha, rtol=0, atol=REFERENCE_TOLERANCE)
+    np.testing.assert_allclose(color, ref_color, rtol=0, atol=REFERENCE_TOLERANCE)
+
+
 def test_separate_polylines_do_composite_over_each_other(renderer):
     lines = polylines([[(4, 24.5), (60, 24.5)], [(32.5, 4), (32.5, 44)]], width=4.0, color=(1, 1, 1, 0.5))
     alpha = engine_alpha(renderer, DisplayList((lines,)))

@@ -8,7 +8,7 @@ contributions are composited "over" in list order by depth peeling.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -17,6 +17,8 @@ from .segments import SegmentTable, build_segment_table
 
 _EPS = 1e-6
 _PAIRS_PER_FLUSH = 4_000_000  # bounds the working memory of one frame
+# A polyline turning further than this in total may come back within its own width.
+_SELF_OVERLAP_TURN = np.radians(120.0)
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,58 @@ def _planar(colors, index):
     return np.ascontiguousarray(colors.T).take(index, axis=1)
 
 
-def _line_pairs(lines: Polylines, table: SegmentTable, seg, row, first, count, width_px):
-    """Coverage and colour of each (segment, pixel) pair of a polyline batch."""
+@dataclass(frozen=True)
+class _LineLayer:
+    """A polyline batch prepared for rasterising.
+
+    ``table`` keeps joint planes only where the bisector split is exact (the
+    turn is gentle for the line's width); ``overlapping`` flags polylines that
+    may still reach a pixel from two segments (sharp turns, or turning so far
+    that the line can come back on itself): their pixels keep only the
+    nearest segment, as the coverage model's distance to the polyline asks.
+    """
+
+    lines: Polylines
+    table: SegmentTable
+    radius: np.ndarray
+    overlapping: np.ndarray
+
+
+def _line_layer(lines: Polylines) -> _LineLayer:
+    table = build_segment_table(lines)
+    radius = lines.width[table.polyline] * 0.5 + 0.5
+    delta = table.p1 - table.p0
+    length = np.sqrt((delta * delta).sum(axis=1))
+    tangent = delta / np.maximum(length, _EPS)[:, None]
+    joint = np.flatnonzero(table.has_start)  # joint between segments joint - 1 and joint
+    cos_turn = np.clip((tangent[joint - 1] * tangent[joint]).sum(axis=1), -1.0, 1.0)
+    half_tan = np.sqrt((1.0 - cos_turn) / np.maximum(1.0 + cos_turn, _EPS))
+    room = np.minimum(length[joint - 1], length[joint]) * 0.5
+    sharp = joint[(cos_turn <= 0) | (radius[joint] * half_tan > room)]
+    has_start, has_end = table.has_start.copy(), table.has_end.copy()
+    has_start[sharp] = False
+    has_end[sharp - 1] = False
+    turning = np.bincount(table.polyline[joint], np.arccos(cos_turn), minlength=lines.count)
+    overlapping = turning > _SELF_OVERLAP_TURN
+    overlapping[table.polyline[sharp]] = True
+    table = replace(table, has_start=has_start, has_end=has_end)
+    return _LineLayer(lines, table, radius, overlapping)
+
+
+def _nearest_only(key, distance, segment):
+    """Mask keeping, per ``key``, the pair nearest its segment (ties: the first segment)."""
+    order = np.lexsort((segment, distance, key))
+    sorted_key = key[order]
+    first = np.ones(len(order), bool)
+    first[1:] = sorted_key[1:] != sorted_key[:-1]
+    keep = np.zeros(len(order), bool)
+    keep[order[first]] = True
+    return keep
+
+
+def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
+    """Coverage and colour of each (polyline, pixel) pair of a polyline batch."""
+    lines, table = layer.lines, layer.table
     span, x, pixels = _pair_pixels(row, first, count, width_px)
     yc = row.astype(np.float32) + np.float32(0.5)
     p0, p1 = table.p0[seg], table.p1[seg]
@@ -180,10 +232,17 @@ def _line_pairs(lines: Polylines, table: SegmentTable, seg, row, first, count, w
     across = qx * ty - (qy * tangent[:, 0])[span]
     overhang = np.maximum(np.maximum(-along, along - seg_length), 0.0)
     distance = np.sqrt(across * across + overhang * overhang)
+    arc = (table.arc_start[seg])[span] + np.clip(along, 0.0, seg_length)
     polyline = table.polyline[seg]
+    overlapping = layer.overlapping[polyline][span]
+    if np.any(overlapping):
+        chosen = np.flatnonzero(overlapping)
+        key = polyline[span[chosen]].astype(np.int64) * (int(pixels.max()) + 1) + pixels[chosen]
+        keep = np.ones(len(span), bool)
+        keep[chosen] = _nearest_only(key, distance[chosen], seg[span[chosen]])
+        span, pixels, distance, arc = span[keep], pixels[keep], distance[keep], arc[keep]
     half_width = (lines.width[polyline] * 0.5)[span]
     outside = distance - half_width
-    arc = (table.arc_start[seg])[span] + np.clip(along, 0.0, seg_length)
     dash = lines.dash[polyline]
     if np.any(dash[:, 1] > 0):
         dashed = (dash[:, 1] > 0)[span]
@@ -256,10 +315,17 @@ def _box_pairs(boxes: Boxes, box, row, first, count, width_px):
     return _Pairs(pixels, color, stroke_alpha + under)
 
 
-def _chunks(counts, limit):
-    """Split span ranges so that each chunk expands to at most ~``limit`` pixels."""
+def _chunks(counts, limit, groups=None):
+    """Split span ranges so that each chunk expands to about ``limit`` pixels.
+
+    A chunk never splits a run of equal ``groups`` values (spans that must be
+    evaluated together).
+    """
     totals = np.cumsum(counts)
     bounds = np.searchsorted(totals, np.arange(limit, totals[-1] if len(totals) else 0, limit), side="right")
+    if groups is not None and len(groups):
+        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+        bounds = starts[np.minimum(np.searchsorted(starts, bounds), len(starts) - 1)]
     edges = np.unique(np.r_[0, bounds, len(counts)])
     return zip(edges[:-1], edges[1:])
 
@@ -303,27 +369,23 @@ def _as_pairs(layer: SparseLayer) -> _Pairs:
 
 
 def prepare(display_list: DisplayList) -> list:
-    """Band-independent preprocessing: per layer, the segment table of polylines."""
-    prepared = []
-    for primitives in display_list.layers:
-        if isinstance(primitives, Polylines):
-            table = build_segment_table(primitives)
-            prepared.append((primitives, table, primitives.width[table.polyline] * 0.5 + 0.5))
-        else:
-            prepared.append((primitives, None, None))
-    return prepared
+    """Band-independent preprocessing of each layer (polylines: their segment tables)."""
+    return [_line_layer(layer) if isinstance(layer, Polylines) else layer for layer in display_list.layers]
 
 
 def _band_pairs(prepared: list, rows: range, width: int):
     """(pixel, colour, alpha) contributions inside ``rows``, in drawing order."""
-    for primitives, table, radius in prepared:
-        if table is not None:
-            spans = _line_spans(table, radius, rows, width)
-            evaluate = lambda *span: _line_pairs(primitives, table, *span, width)
+    for layer in prepared:
+        if isinstance(layer, _LineLayer):
+            spans = _line_spans(layer.table, layer.radius, rows, width)
+            polyline = layer.table.polyline[spans[0]]
+            groups = np.where(layer.overlapping[polyline], polyline, -1 - np.arange(len(polyline)))
+            evaluate = lambda *span: _line_pairs(layer, *span, width)
         else:
-            spans = _box_spans(primitives, rows, width)
-            evaluate = lambda *span: _box_pairs(primitives, *span, width)
-        for lo, hi in _chunks(spans[3], _PAIRS_PER_FLUSH):
+            spans = _box_spans(layer, rows, width)
+            groups = None
+            evaluate = lambda *span: _box_pairs(layer, *span, width)
+        for lo, hi in _chunks(spans[3], _PAIRS_PER_FLUSH, groups):
             yield evaluate(*(part[lo:hi] for part in spans))
 
 
