@@ -6,24 +6,30 @@ need them, so importing the pack pulls in none of them.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import fields
 
 import numpy as np
 
 from ..utils.display_list import DisplayList
-from ..utils.tracks import Tracks
+from ..utils.tracks import POSITION_LIMIT, Tracks
 from .widgets import UNITS
 
 
 def _host_float32(value, name: str, kind: str) -> np.ndarray:
-    """float32 NumPy view of a torch tensor (no copy for a CPU float32 tensor)."""
-    if type(value).__module__.startswith("torch"):
-        import torch
+    """float32 NumPy view of a torch tensor (no copy for a CPU float32 tensor).
 
-        return value.detach().to(device="cpu", dtype=torch.float32).numpy()
-    raise TypeError(f"{name} must be a {kind} tensor, got {type(value).__name__}")
+    Floats and bools keep their values; uint8 (0..255) is scaled to 0..1; other
+    integer types are a ``TypeError`` (their range is ambiguous).
+    """
+    if not type(value).__module__.startswith("torch"):
+        raise TypeError(f"{name} must be a {kind} tensor, got {type(value).__name__}")
+    import torch
+
+    if not (value.is_floating_point() or value.dtype in (torch.uint8, torch.bool)):
+        raise TypeError(f"{name} must hold floats in 0..1 (or uint8 0..255), got {value.dtype}")
+    array = value.detach().to(device="cpu", dtype=torch.float32).numpy()
+    return array / np.float32(255.0) if value.dtype == torch.uint8 else array
 
 
 def image_array(image, name: str = "image") -> np.ndarray:
@@ -34,7 +40,8 @@ def image_array(image, name: str = "image") -> np.ndarray:
         array = array[None]
     if array.ndim != 4 or array.shape[-1] != 3:
         raise ValueError(f"{name} must be an IMAGE of shape [B, H, W, 3] (or [H, W, 3]) with 3 colour "
-                         f"channels, got shape {shape}; drop any alpha channel before this node")
+                         f"channels, got shape {shape}; convert grey (1 channel) or RGBA (4) images to RGB "
+                         "before this node")
     if 0 in array.shape:
         raise ValueError(f"{name} is empty (shape {shape}); connect at least one frame")
     return array
@@ -119,8 +126,9 @@ def _box_rows(frame, label: str) -> np.ndarray:
             row = [float(box[key]) for key in ("x", "y", "width", "height")]
         except (TypeError, ValueError):
             raise ValueError(f"{where}: x, y, width, height must be numbers") from None
-        if not all(math.isfinite(value) for value in row) or row[2] < 0 or row[3] < 0:
-            raise ValueError(f"{where}: x, y must be finite and width, height finite and >= 0, got {row}")
+        if not all(abs(value) <= POSITION_LIMIT for value in row) or row[2] < 0 or row[3] < 0:
+            raise ValueError(f"{where}: x, y, width, height must be finite pixels within ±{POSITION_LIMIT:,.0f} "
+                             f"and width, height >= 0, got {row}")
         rows.append(row)
     return np.array(rows, np.float32).reshape(-1, 4)
 

@@ -30,8 +30,17 @@ def to_numpy(array) -> np.ndarray:
     return np.asarray(array)
 
 
-def require_finite(name: str, values: np.ndarray) -> None:
-    """Raise ``ValueError`` naming ``name`` if ``values`` holds NaN or inf."""
+COORD_LIMIT = 1e6
+"""Largest magnitude, in pixels, of display-list coordinates and lengths: float32
+still resolves 1/16 pixel there, and squares and pixel indices cannot overflow."""
+
+
+def require_bounded(name: str, values: np.ndarray, limit: float = COORD_LIMIT) -> None:
+    """Raise ``ValueError`` naming ``name`` if ``values`` holds NaN, inf or magnitudes above ``limit``."""
     if not np.all(np.isfinite(values)):
         bad = int(np.size(values) - np.count_nonzero(np.isfinite(values)))
         raise ValueError(f"{name} holds {bad} NaN/inf value(s); give finite numbers")
+    far = int(np.count_nonzero(np.abs(values) > limit))
+    if far:
+        raise ValueError(f"{name} holds {far} value(s) beyond ±{limit:,.0f} (largest {np.abs(values).max():g}); "
+                         f"coordinates and sizes must lie within ±{limit:,.0f} pixels")

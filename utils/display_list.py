@@ -8,7 +8,8 @@ can be passed between nodes, merged and cached freely.
 
 Colours are straight (not premultiplied) RGBA in 0..1; the alpha carries the
 opacity. Coordinates are float pixels, origin at the image's top-left corner,
-pixel centres at +0.5.
+pixel centres at +0.5. Every number must be finite and within
+±``COORD_LIMIT`` (1,000,000) pixels; anything else is a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -18,17 +19,17 @@ from typing import Union
 
 import numpy as np
 
-from .arrays import require_finite
+from .arrays import require_bounded
 
 
 def _as_float32(name: str, values, shape_tail: tuple, count: int | None) -> np.ndarray:
-    array = np.ascontiguousarray(values, dtype=np.float32)
+    array = np.array(values, dtype=np.float32, order="C")  # a copy: the caller's array stays writable
     if array.ndim != 1 + len(shape_tail) or array.shape[1:] != shape_tail:
         want = "[N" + "".join(f", {n}" for n in shape_tail) + "]"
         raise ValueError(f"{name} must have shape {want}, got {list(array.shape)}")
     if count is not None and array.shape[0] != count:
         raise ValueError(f"{name} has {array.shape[0]} rows, expected {count} (one per primitive)")
-    require_finite(name, array)
+    require_bounded(name, array)
     return array
 
 
@@ -65,7 +66,7 @@ class Polylines:
 
     def __post_init__(self):
         vertices = _as_float32("polyline vertices", self.vertices, (2,), None)
-        offsets = np.ascontiguousarray(self.offsets, dtype=np.int64)
+        offsets = np.array(self.offsets, dtype=np.int64, order="C")
         if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != len(vertices):
             raise ValueError("polyline offsets must start at 0 and end at the vertex count")
         if np.any(np.diff(offsets) < 2):
@@ -81,7 +82,7 @@ class Polylines:
         dash = _as_float32("line dash", self.dash, (2,), count)
         if np.any(dash < 0):
             raise ValueError("dash lengths must be >= 0 pixels")
-        dash_round = np.ascontiguousarray(self.dash_round, dtype=bool)
+        dash_round = np.array(self.dash_round, dtype=bool, order="C")
         if dash_round.shape != (count,):
             raise ValueError(f"dash_round must have shape [{count}], got {list(dash_round.shape)}")
         for name, value in (("vertices", vertices), ("offsets", offsets), ("width", width),

@@ -9,6 +9,7 @@ from .curves import bend_signs, control_points, flatten
 from .display_list import Boxes, DisplayList, Polylines
 from .graph import GraphParams, build_edge_sequence, knn_cpu
 from .styles import BoxStyle, LineStyle
+from .tracks import located
 
 
 def _dash(style: LineStyle, count: int):
@@ -68,13 +69,15 @@ def box_primitives(centers: np.ndarray, sizes: np.ndarray, track_ids: np.ndarray
 
 
 def _visible(path: np.ndarray, visibility: np.ndarray) -> np.ndarray:
-    return visibility & np.isfinite(path).all(axis=-1)
+    """Visible slots whose position is usable (finite, within ±POSITION_LIMIT; as in :class:`Tracks`)."""
+    return visibility & located(path)
 
 
 def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=knn_cpu) -> list:
     """Per-frame display lists of the neighbour-graph curves of a track set.
 
     ``path`` float32 [T, N, 2], ``visibility`` bool [T, N]; columns are track ids.
+    Positions that are NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden.
     """
     visible = _visible(path, visibility)
     sequence = build_edge_sequence(path, visible, params, knn=knn)
@@ -87,7 +90,8 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None) -> list:
     """Per-frame display lists of a box around every visible track.
 
     ``sizes`` float32 [T, N, 2] (w, h) is used when ``style.size_mode == 'track'``;
-    tracks without a finite size fall back to ``style.size``.
+    tracks without a finite size fall back to ``style.size``. Positions that are
+    NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden.
     """
     visible = _visible(path, visibility)
     frames = []

@@ -32,6 +32,16 @@ CONFIDENCE_KEY = "track_confidence"
 JSON_FORMAT = "trackoverlay.tracks"
 JSON_VERSION = 1
 
+POSITION_LIMIT = 1e5
+"""Pixels: positions farther out on either axis are lost tracker output (like NaN), and
+sizes must not exceed it; links bowing between such points stay inside the display
+list's ``COORD_LIMIT``."""
+
+
+def located(path) -> np.ndarray:
+    """bool [...]: which positions of ``path`` [..., 2] are finite and within ±``POSITION_LIMIT``."""
+    return np.all(np.abs(path) <= POSITION_LIMIT, axis=-1)
+
 
 def _host(value, label: str) -> np.ndarray:
     """Host NumPy view of a torch/CuPy/NumPy array or nested list (callers copy)."""
@@ -78,9 +88,10 @@ class Tracks:
 
     Attributes:
         path: float32 [T, N, 2] pixel x, y.
-        visibility: bool [T, N]. Slots whose path is NaN/inf are invisible (a lost
-            tracker emits NaN); their coordinates are stored as NaN.
-        size: float32 [T, N, 2] box width, height in pixels (>= 0), or None.
+        visibility: bool [T, N]. Slots whose path is NaN/inf (a lost tracker emits
+            NaN) or beyond ±``POSITION_LIMIT`` pixels are invisible; their
+            coordinates are stored as NaN.
+        size: float32 [T, N, 2] box width, height in pixels (0..``POSITION_LIMIT``), or None.
         confidence: float32 [T, N], or None.
 
     The constructor copies and checks its inputs (``name`` labels error messages);
@@ -100,7 +111,11 @@ class Tracks:
         if visibility.shape != path.shape[:2]:
             raise ValueError(f"{name}['{VISIBILITY_KEY}'] has [T, N] = {list(visibility.shape)} but "
                              f"{name}['{PATH_KEY}'] has {list(path.shape[:2])}; they must match")
-        lost = ~np.all(np.isfinite(path), axis=-1)
+        lost = ~located(path)
+        far = int(np.count_nonzero(lost & visibility & np.all(np.isfinite(path), axis=-1)))
+        if far:
+            LOGGER.warning("%s: %d visible point(s) lie beyond ±%s pixels, far outside any frame; "
+                           "treated as lost", name, far, f"{POSITION_LIMIT:,.0f}")
         path[lost] = np.nan
         visibility &= ~lost
         values = {"path": path, "visibility": visibility, "size": None, "confidence": None}
@@ -119,6 +134,9 @@ class Tracks:
             array[~finite] = np.nan
             if field == "size" and np.any(array < 0):
                 raise ValueError(f"{label} holds negative sizes; widths and heights must be >= 0 pixels")
+            if field == "size" and np.any(array > POSITION_LIMIT):
+                raise ValueError(f"{label} holds sizes above {POSITION_LIMIT:,.0f} pixels; widths and heights "
+                                 f"must lie in 0..{POSITION_LIMIT:,.0f}")
             values[field] = array
         for field, array in values.items():
             if array is not None:
