@@ -13,7 +13,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FOLDER_NAME = "ComfyUI-TrackOverlay"  # what a user's custom_nodes folder may be called; not 'trackoverlay'
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN"}
-CORE_TYPES = {"IMAGE", "MASK", "STRING"}
+CORE_TYPES = {"IMAGE", "MASK", "STRING", "VIDEO"}
 PACK_TYPES = {"TRACKS", "TRACK_OVERLAY", "BOUNDING_BOXES"}
 
 LOAD_LIKE_COMFYUI = f"""
@@ -70,7 +70,7 @@ def test_pack_imports_under_its_folder_name_without_torch_cupy_or_comfy(fresh_im
 
 
 def test_node_ids_and_display_names(pack):
-    assert len(pack.NODE_CLASS_MAPPINGS) == 9
+    assert len(pack.NODE_CLASS_MAPPINGS) == 10
     for node_id, node in node_specs(pack):
         assert node_id.startswith("TrackOverlay") and pack.NODE_DISPLAY_NAME_MAPPINGS[node_id].strip()
 

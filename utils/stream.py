@@ -198,6 +198,15 @@ class FrameSource:
         fps = Fraction(clip.fps).limit_denominator(1_000_000)
         return cls(frames, clip.width, clip.height, fps, clip.frame_count, clip)
 
+    def close(self) -> None:
+        """Close the frame generator now (a video decoder's file with it) rather than when it is collected.
+
+        Use ``contextlib.closing(source)`` where an error may come before :func:`render_video` runs.
+        """
+        close = getattr(self.frames, "close", None)
+        if close is not None:
+            close()
+
 
 def _png_folder(png_dir) -> str:
     """``png_dir`` created if needed; a clear error when it cannot be a folder."""
@@ -218,22 +227,27 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
 
     The video keeps the source's size and frame rate and is written
     atomically (nothing appears under ``output`` unless every frame made it;
-    an exception, Ctrl-C included, leaves no file). With ``png_dir`` each
+    an exception, Ctrl-C included, leaves no file). The source's frame
+    generator is closed on return or exception (a video decoder's file with
+    it), also when ``max_frames`` stops early. With ``png_dir`` each
     frame is also saved as ``frame_000000.png`` and so on. ``progress(done)``
     is called after every frame. Returns the number of frames written.
     """
-    if max_frames is not None and max_frames < 1:
-        raise ValueError(f"max_frames must be >= 1, got {max_frames}")
-    folder = None if png_dir is None else _png_folder(png_dir)
-    frames = source.frames if max_frames is None else itertools.islice(source.frames, max_frames)
-    with VideoWriter(output, fps=source.fps, crf=crf, preset=preset) as writer:
-        for index, image in enumerate(overlay_frames(frames, points, spec, renderer)):
-            writer.write(image)
-            if folder is not None:
-                write_png(os.path.join(folder, f"frame_{index:06d}.png"), image)
-            if progress is not None:
-                progress(index + 1)
-        if writer.frame_count == 0:
-            raise ValueError("the input has no frames; nothing to render")
-        points.finish(writer.frame_count, limited=writer.frame_count == max_frames)
+    try:
+        if max_frames is not None and max_frames < 1:
+            raise ValueError(f"max_frames must be >= 1, got {max_frames}")
+        folder = None if png_dir is None else _png_folder(png_dir)
+        frames = source.frames if max_frames is None else itertools.islice(source.frames, max_frames)
+        with VideoWriter(output, fps=source.fps, crf=crf, preset=preset) as writer:
+            for index, image in enumerate(overlay_frames(frames, points, spec, renderer)):
+                writer.write(image)
+                if folder is not None:
+                    write_png(os.path.join(folder, f"frame_{index:06d}.png"), image)
+                if progress is not None:
+                    progress(index + 1)
+            if writer.frame_count == 0:
+                raise ValueError("the input has no frames; nothing to render")
+            points.finish(writer.frame_count, limited=writer.frame_count == max_frames)
+    finally:
+        source.close()
     return writer.frame_count

@@ -14,6 +14,8 @@ import numpy as np
 
 from .log import LOGGER
 
+X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
+
 
 @dataclass(frozen=True)
 class VideoInfo:
@@ -95,20 +97,43 @@ def _decoded_frames(packets: Iterable, path: str) -> Iterator[np.ndarray]:
             index += 1
 
 
-def _stream_frames(container, stream, path: str) -> Iterator[np.ndarray]:
-    with container:
-        yield from _decoded_frames(container.demux(stream), path)
+class VideoFrames:
+    """An iterator of decoded frames that owns the open file (see :func:`iter_video_frames`).
+
+    Unlike a generator's, :meth:`close` releases the file even before the first frame was pulled.
+    """
+
+    def __init__(self, container, stream, path: str):
+        self._container = container
+        self._frames = _decoded_frames(container.demux(stream), path)
+
+    def __iter__(self) -> "VideoFrames":
+        return self
+
+    def __next__(self) -> np.ndarray:
+        try:
+            return next(self._frames)
+        except StopIteration:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop decoding and close the file (safe to call more than once)."""
+        self._frames.close()
+        self._container.close()
+
+    __del__ = close  # dropped unfinished: release the file now, as a generator's cleanup would
 
 
-def iter_video_frames(path) -> Iterator[np.ndarray]:
+def iter_video_frames(path) -> VideoFrames:
     """Decode ``path`` one frame at a time: uint8 RGB [H, W, 3] per frame.
 
     The file is opened (and checked) at call time; it is closed when the
-    iterator is exhausted or closed.
+    iterator is exhausted or closed (started or not).
     """
     container, stream = _open_video(path)
     stream.thread_type = "AUTO"
-    return _stream_frames(container, stream, os.fspath(path))
+    return VideoFrames(container, stream, os.fspath(path))
 
 
 class VideoWriter:
@@ -132,6 +157,8 @@ class VideoWriter:
             raise ValueError(f"fps must be > 0, got {fps!r}")
         if not 0 <= crf <= 51:
             raise ValueError(f"crf must lie in 0..51 (lower is better quality), got {crf}")
+        if preset not in X264_PRESETS:
+            raise ValueError(f"preset {preset!r} is not an x264 preset; use one of {', '.join(X264_PRESETS)}")
         folder, name = os.path.split(self.path)
         if os.path.isdir(self.path):
             raise IsADirectoryError(f"cannot write video {self.path}: it is a folder")

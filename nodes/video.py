@@ -1,0 +1,170 @@
+"""VIDEO -> VIDEO: the overlay streamed frame by frame from a video file into a new one.
+
+Memory does not depend on the clip's length: frames are decoded, drawn and
+encoded one at a time (``utils.stream.render_video``) into ComfyUI's temp
+folder, and the node returns that file as a core VIDEO.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import closing, contextmanager
+
+from ..utils.backend import make_renderer
+from ..utils.detect import TrackDetector
+from ..utils.graph import GraphParams
+from ..utils.log import LOGGER
+from ..utils.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints, render_video
+from ..utils.styles import BoxStyle, LineStyle
+from ..utils.tracks import normalize_tracks
+from ..utils.video_io import X264_PRESETS
+from .adapters import engine_params, progress_callback
+from .overlays import Boxes, LineLinks
+from .render import Render
+from .tracks import DetectTracks
+from .widgets import CATEGORY, UNITS, boolean, combo, defaults, int_input, socket
+
+OUTPUT_PREFIX = "TrackOverlay/overlay"
+# (node whose widgets are reused, engine class they configure, name prefix here, tooltip note)
+GROUPS = {
+    "detect": (DetectTracks, TrackDetector, "detect_", "Detection (when 'tracks' is not connected):"),
+    "graph": (LineLinks, GraphParams, "link_", "Links:"),
+    "line": (LineLinks, LineStyle, "line_", "Lines:"),
+    "box": (Boxes, BoxStyle, "box_", "Boxes:"),
+}
+
+
+def _group_inputs(group: str) -> dict:
+    """A group's widgets as declared by its own node, renamed with the group's prefix and tooltip note."""
+    node, engine, prefix, note = GROUPS[group]
+    names = defaults(engine)
+    return {prefix + name: (kind, {**options, "tooltip": f"{note} {options['tooltip']}"})
+            for name, (kind, options) in node.INPUT_TYPES()["required"].items() if name in names}
+
+
+def _group_values(group: str, widgets: dict) -> dict:
+    """The widget values of one group, with the prefix taken off."""
+    prefix = GROUPS[group][2]
+    return {name[len(prefix):]: value for name, value in widgets.items() if name.startswith(prefix)}
+
+
+def _overlay_spec(widgets: dict, scale: float, lines: bool, boxes: bool) -> OverlaySpec:
+    """Graph and styles from the widgets (lengths in units x ``scale``); they validate themselves."""
+    graph = engine_params(GraphParams, _group_values("graph", widgets), scale, LineLinks.SCALED_GRAPH)
+    line = engine_params(LineStyle, _group_values("line", widgets), scale, LineLinks.SCALED_LINE)
+    box_values = _group_values("box", widgets)
+    box_values["fill_color"] = box_values["fill_color"].strip() or None
+    box = engine_params(BoxStyle, box_values, scale, Boxes.SCALED)
+    return OverlaySpec(graph, line if lines else None, box if boxes else None)
+
+
+def _pixels_per_unit(units: str, height: int) -> float:
+    """1 for pixels, height / 100 for '% of frame height'."""
+    if units not in UNITS:
+        raise ValueError(f"units {units!r} is not one of {', '.join(UNITS)}")
+    return 1.0 if units == UNITS[0] else height / 100.0
+
+
+@contextmanager
+def _video_file(video, folder: str):
+    """A file path to decode ``video`` from: its own file, else a temporary copy deleted afterwards.
+
+    Uses ``get_stream_source()`` (a path, or an in-memory file) where the
+    VIDEO has it, else ``save_to`` (older ComfyUI), which copies a file's
+    streams without re-encoding.
+    """
+    if not hasattr(video, "get_stream_source") and not hasattr(video, "save_to"):
+        raise TypeError(f"video must be a VIDEO (from Load Video or another video node), got "
+                        f"{type(video).__name__}")
+    source = video.get_stream_source() if hasattr(video, "get_stream_source") else None
+    if isinstance(source, (str, os.PathLike)):
+        yield os.fspath(source)
+        return
+    handle, copy = tempfile.mkstemp(prefix=".trackoverlay_input_", suffix=".mp4", dir=folder)
+    os.close(handle)
+    try:
+        if source is None:
+            video.save_to(copy)
+        else:
+            with open(copy, "wb") as target:
+                shutil.copyfileobj(source, target)
+        yield copy
+    finally:
+        os.remove(copy)
+
+
+def _output_path(folder_paths) -> str:
+    """A new ``TrackOverlay/overlay_00001_.mp4``-style path in ComfyUI's temp folder."""
+    temp = folder_paths.get_temp_directory()
+    folder, name, counter, _, _ = folder_paths.get_save_image_path(OUTPUT_PREFIX, temp)
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f"{name}_{counter:05}_.mp4")
+
+
+def _progress(total: int):
+    """``progress(done)`` for render_video driving ComfyUI's bar (which raises on interrupt), or None."""
+    bar = progress_callback(total)
+    return None if bar is None else lambda done: bar(done, max(total, done))
+
+
+class Video:
+    """Draws the overlay over a whole video, streaming, and returns a new video."""
+
+    DISPLAY_NAME = "Overlay Video (streaming)"
+    DESCRIPTION = ("Decodes a video frame by frame, finds points (or takes the connected tracks), links "
+                   "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
+                   "memory does not grow with the video's length. Audio is not kept. Connect the output "
+                   "to Save Video.")
+    CATEGORY = CATEGORY
+    RETURN_TYPES = ("VIDEO",)
+    RETURN_NAMES = ("video",)
+    OUTPUT_TOOLTIPS = ("The video with the overlay drawn on every frame (same size and frame rate).",)
+    FUNCTION = "overlay"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "video": socket("VIDEO", "The video to draw on (from Load Video, for example)."),
+            "backend": Render.INPUT_TYPES()["required"]["backend"],
+            "draw_lines": boolean(True, "Draw the links between neighbouring points."),
+            "draw_boxes": boolean(True, "Draw a box around every point."),
+            "units": combo(UNITS, UNITS[0], "Unit of the widths, lengths and sizes below: pixels, or percent "
+                           "of the video's height, so the look survives a change of resolution."),
+            **_group_inputs("detect"), **_group_inputs("graph"), **_group_inputs("line"), **_group_inputs("box"),
+            "crf": int_input(18, 0, 51, "H.264 quality, 0..51: lower is better and larger (18 looks lossless)."),
+            "preset": combo(X264_PRESETS, "veryfast", "x264 speed: faster presets encode quicker and make "
+                            "larger files at the same quality."),
+            "max_frames": int_input(0, 0, 10_000_000, "Stop after this many frames; 0 = the whole video."),
+        }, "optional": {
+            "tracks": socket("TRACKS", "Tracks to draw instead of detecting points: one track frame per video "
+                             "frame, or one for all (pixel coordinates of this video)."),
+        }}
+
+    def overlay(self, video, backend, draw_lines, draw_boxes, units, crf, preset, max_frames, tracks=None,
+                **widgets):
+        import folder_paths
+        from comfy_api.input_impl import VideoFromFile
+
+        temp = folder_paths.get_temp_directory()
+        os.makedirs(temp, exist_ok=True)
+        with _video_file(video, temp) as path, closing(FrameSource.from_video(path)) as source:
+            spec = _overlay_spec(widgets, _pixels_per_unit(units, source.height), draw_lines, draw_boxes)
+            points = (DetectedPoints(TrackDetector(**_group_values("detect", widgets))) if tracks is None
+                      else TrackPoints(normalize_tracks(tracks), name="tracks"))
+            output = _output_path(folder_paths)
+            total = min(filter(None, (source.frame_count, max_frames)), default=0)
+            renderer, info = make_renderer(backend)
+            LOGGER.info("Overlay Video: %dx%d, about %d frame(s), on %s -> %s", source.width, source.height,
+                        total, info.selected, output)
+            try:
+                count = render_video(source, points, spec, renderer, output, max_frames=max_frames or None,
+                                     crf=crf, preset=preset, progress=_progress(total))
+            finally:
+                renderer.close()
+        LOGGER.info("Overlay Video: wrote %d frame(s) to %s", count, output)
+        return (VideoFromFile(output),)
+
+
+NODES = (Video,)
