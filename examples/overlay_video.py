@@ -34,13 +34,13 @@ from trackoverlay.utils.stream import (DemoPoints, DetectedPoints, FrameSource, 
                                        render_video)
 from trackoverlay.utils.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
 from trackoverlay.utils.tracks import load_tracks_json
+from trackoverlay.utils.video_io import X264_PRESETS
 
 PROG = "overlay_video.py"
 DEMO_OUTPUT = "overlay_demo.mp4"
 CANVAS_OUTPUT = "overlay_canvas.mp4"
 CANVAS_SIZE = (1920, 1080)
 CANVAS_FRAMES = 90
-X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 
 
 class OneLineParser(argparse.ArgumentParser):

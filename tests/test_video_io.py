@@ -1,6 +1,8 @@
 """Video in and out: probe, streaming decode, atomic H.264 writer, PNG."""
 
 import logging
+import os
+import stat
 
 import av
 import cv2
@@ -106,12 +108,23 @@ def test_unwritable_output_fails_at_open(tmp_path, monkeypatch):
     with pytest.raises(IsADirectoryError, match=str(tmp_path)):
         VideoWriter(tmp_path)
 
-    def refuse(**kwargs):
+    def refuse(folder, name):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("tempfile.mkstemp", refuse)  # folder modes do not stop root
+    monkeypatch.setattr("trackoverlay.utils.video_io._create_part_file", refuse)  # folder modes do not stop root
     with pytest.raises(PermissionError, match=r"out.mp4.*not writable.*Permission denied"):
         VideoWriter(tmp_path / "out.mp4")
+
+
+def test_finished_video_permissions_follow_the_umask(tmp_path):
+    target = tmp_path / "shared.mp4"
+    previous = os.umask(0o022)
+    try:
+        with VideoWriter(target) as writer:
+            writer.write(np.zeros((16, 16, 3), np.uint8))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
 
 
 def test_bad_frames_and_parameters(tmp_path):

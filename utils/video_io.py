@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Iterator
@@ -136,6 +136,17 @@ def iter_video_frames(path) -> VideoFrames:
     return VideoFrames(container, stream, os.fspath(path))
 
 
+def _create_part_file(folder: str, name: str) -> str:
+    """Create an empty ``.NAME.XXXXXXXX.part`` file in ``folder`` (permissions follow the umask)."""
+    while True:
+        path = os.path.join(folder or ".", f".{name}.{secrets.token_hex(4)}.part")
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            return path
+        except FileExistsError:
+            continue
+
+
 class VideoWriter:
     """H.264 (libx264, yuv420p) MP4 writer; a context manager.
 
@@ -165,11 +176,10 @@ class VideoWriter:
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"cannot write video {self.path}: folder {folder} does not exist")
         try:
-            handle, self._temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+            self._temp = _create_part_file(folder, name)
         except OSError as error:
             raise PermissionError(f"cannot write video {self.path}: folder {folder} is not writable "
                                   f"({error.strerror})") from None
-        os.close(handle)
         self._options = {"crf": str(crf), "preset": preset}
         try:
             self._container = av.open(self._temp, "w", format="mp4")
