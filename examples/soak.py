@@ -3,6 +3,7 @@
     python examples/soak.py                               # 10 000 frames, auto backend, no encoding
     python examples/soak.py --backend gpu --frames 2000
     python examples/soak.py --backend cpu --frames 600 --encode soak.mp4 --every 100
+    python examples/soak.py --backend gpu --canvas        # overlay work only: plain dark frames
 
 The frames are the built-in demo clip at 1920x1080 (regenerated every frame),
 its true dot positions are the tracks, and the overlay (kNN links + boxes) is
@@ -94,7 +95,7 @@ class Sampler:
 def run(args) -> Sampler:
     """Render ``args.frames`` frames, sampling memory; returns the sampler with its rows."""
     clip = DemoClip(WIDTH, HEIGHT, args.frames, fps=30, dots=args.dots)
-    source, points = FrameSource.from_demo(clip), DemoPoints(clip)
+    source, points = FrameSource.from_demo(clip, canvas=args.canvas), DemoPoints(clip)
     renderer, info = make_renderer(args.backend)
     print(f"soak: {args.frames} frames of {WIDTH}x{HEIGHT}, {args.dots} points, renderer {info.selected}, "
           f"{'encoding to ' + args.encode if args.encode else 'no encoding'}; memory in MiB", flush=True)
@@ -122,6 +123,8 @@ def main(argv=None) -> int:
                         "(default: %(default)s)")
     parser.add_argument("--dots", type=int, default=60, help="tracked points (default: %(default)s)")
     parser.add_argument("--encode", metavar="OUT.mp4", help="also encode the frames (x264 veryfast)")
+    parser.add_argument("--canvas", action="store_true", help="draw on plain dark frames instead of the demo's "
+                        "textured ones (skips the costly background synthesis; the overlay is the same)")
     args = parser.parse_args(argv)
     if args.frames < 1 or args.every < 1:
         parser.error("--frames and --every must be >= 1")

@@ -51,6 +51,18 @@ def _module():
     return cupy.RawModule(code=source, options=("--std=c++17",), name_expressions=tuple(_kernel_names()))
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel(name: str):
+    return _module().get_function(name)
+
+
+def _memset(array, byte: int) -> None:
+    """Fill ``array``'s bytes with ``byte`` on the current stream (no kernel, no allocation)."""
+    import cupy
+
+    cupy.cuda.runtime.memsetAsync(array.data.ptr, byte, array.nbytes, cupy.cuda.get_current_stream().ptr)
+
+
 def scene_arrays(display_list: DisplayList) -> dict:
     """Flatten a display list into the kernel's scene tables (NumPy, drawing order)."""
     kinds, refs = [], []
@@ -140,12 +152,17 @@ class GpuRenderer(Renderer):
         return DeviceScene.from_arrays(scene_arrays(display_list))
 
     def _buffer(self, name: str, size: int, dtype):
-        """A persistent device buffer of at least ``size`` elements (a prefix view)."""
+        """A persistent device buffer of at least ``size`` elements (a prefix view).
+
+        Buffers grow by half again when too small, so varying frames settle on
+        a few allocations instead of fragmenting the memory pool.
+        """
         import cupy
 
         buffer = self._buffers.get(name)
         if buffer is None or buffer.size < size or buffer.dtype != dtype:
-            buffer = cupy.empty(max(size, 1), dtype)
+            grown = size if buffer is None or buffer.dtype != dtype else max(size, buffer.size * 3 // 2)
+            buffer = cupy.empty(max(grown, 1), dtype)
             self._buffers[name] = buffer
         return buffer[:size]
 
@@ -156,23 +173,28 @@ class GpuRenderer(Renderer):
         tiles_x, tiles_y = -(-width // TILE), -(-height // TILE)
         prim_bits = max(int(scene.prim_count).bit_length(), 1)
         key_type = np.dtype(np.uint32 if (tiles_x * tiles_y) << prim_bits < 2**32 else np.uint64)
-        tile_count = self._buffer("tile_count", tiles_x * tiles_y, cupy.int32)
-        tile_count.fill(0)
-        prim_tiles = self._buffer("prim_tiles", scene.prim_count, cupy.int32)
-        prim_end = self._buffer("prim_end", scene.prim_count, cupy.int64)
+        tiles = tiles_x * tiles_y
+        tile_count = self._buffer("tile_count", tiles, cupy.int32)
+        tile_end = self._buffer("tile_end", tiles, cupy.int64)
+        prim_tiles = self._buffer("prim_tiles", max(scene.prim_count, 1), cupy.int32)
+        prim_end = self._buffer("prim_end", max(scene.prim_count, 1), cupy.int64)
         keys = self._buffer("keys", self._capacity, key_type)
-        keys.fill(np.iinfo(key_type).max)
+        _memset(tile_count, 0)
+        _memset(prim_end, 0)
+        _memset(keys, 0xFF)  # unused keys sort last
         if scene.prim_count:
-            kernel = _module().get_function(f"bin_tiles<{_KEY_TYPES[key_type]}>")
+            kernel = _kernel(f"bin_tiles<{_KEY_TYPES[key_type]}>")
             grid = (-(-scene.prim_count // 128),)
             head = [scene.table, np.int32(scene.prim_count), np.int32(tiles_x), np.int32(tiles_y)]
             tail = [np.int32(prim_bits), prim_tiles, tile_count, prim_end, keys, np.int64(self._capacity)]
             kernel(grid, (128,), head + [np.int32(0)] + tail)
-            cupy.cumsum(prim_tiles, dtype=cupy.int64, out=prim_end)
+            _kernel("scan_pair")((2,), (1024,), (prim_tiles, prim_end, np.int32(scene.prim_count),
+                                                 tile_count, tile_end, np.int32(tiles)))
             kernel(grid, (128,), head + [np.int32(1)] + tail)
             keys.sort()
-        needed = prim_end[-1:] if scene.prim_count else cupy.zeros(1, cupy.int64)
-        tile_end = cupy.cumsum(tile_count, dtype=cupy.int64)
+        else:
+            _memset(tile_end, 0)
+        needed = prim_end[max(scene.prim_count, 1) - 1:]
         return TileBins(keys, key_type.type((1 << prim_bits) - 1), tile_end, tile_count, tiles_x, needed)
 
     def _binned(self, scene: DeviceScene, height: int, width: int, launch):
@@ -198,8 +220,7 @@ class GpuRenderer(Renderer):
         out = cupy.empty_like(frame) if out is None else out
 
         def launch(bins: TileBins):
-            kernel = _module().get_function(
-                f"composite_tiles<{_PIXEL_TYPES[frame.dtype]}, {_KEY_TYPES[bins.keys.dtype]}>")
+            kernel = _kernel(f"composite_tiles<{_PIXEL_TYPES[frame.dtype]}, {_KEY_TYPES[bins.keys.dtype]}>")
             kernel((bins.tile_count.size,), (TILE, TILE), (
                 scene.table, bins.keys, np.int64(bins.keys.size), bins.prim_mask, bins.tile_end, bins.tile_count,
                 np.int32(bins.tiles_x), frame, out, np.int32(width), np.int32(height)))
@@ -213,9 +234,9 @@ class GpuRenderer(Renderer):
 
         def launch(bins: TileBins):
             touched = cupy.flatnonzero(bins.tile_count).astype(cupy.int32)
-            layer = cupy.empty((len(touched), TILE * TILE, 4), cupy.float32)
+            layer = self._buffer("layer", len(touched) * TILE * TILE * 4, cupy.float32).reshape(-1, TILE * TILE, 4)
             if len(touched):
-                _module().get_function(f"layer_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
+                _kernel(f"layer_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
                     (len(touched),), (TILE, TILE), (scene.table, bins.keys, np.int64(bins.keys.size), bins.prim_mask,
                                                    bins.tile_end, bins.tile_count, touched, np.int32(bins.tiles_x),
                                                    layer))

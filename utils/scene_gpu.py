@@ -22,6 +22,8 @@ from .render_gpu import DeviceScene
 from .styles import BoxStyle, LineStyle
 
 MAX_SEGMENTS = 64
+_RANK_IN_KERNEL = 8192  # up to this many edge slots, curve_segments ranks the keys itself
+_NULL = np.uint64(0)
 _KNN_WIDTHS = (4, 8, 16, 32)
 _F4 = ("<f4", (4,))
 LINE_LOOK = np.dtype({
@@ -34,6 +36,11 @@ BOX_LOOK = np.dtype({
               "color_mode", "palette_size", "own_fill", "opacity", "fill_opacity"],
     "formats": [_F4, _F4, "<f4", "<f4", "<f4", "<f4", "<i4", "<i4", "<i4", "<f4", "<f4"],
     "offsets": [0, 16, 32, 36, 40, 44, 48, 52, 56, 60, 64], "itemsize": 80})
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name: str):
+    return _module().get_function(name)
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,10 +62,9 @@ def _launch_knn(points, mask, k: int, index, distance) -> None:
     slice_size = -(-n // slices)
     part_index = cupy.empty((slices, n, width), cupy.int32)
     part_distance = cupy.empty((slices, n, width), cupy.float32)
-    module = _module()
-    module.get_function(f"knn2d_partial<{width}>")((-(-n // 128), slices), (128,), (
+    _kernel(f"knn2d_partial<{width}>")((-(-n // 128), slices), (128,), (
         points, mask, np.int32(n), np.int32(slice_size), part_index, part_distance))
-    module.get_function(f"knn2d_merge<{width}>")((-(-n // 128),), (128,), (
+    _kernel(f"knn2d_merge<{width}>")((-(-n // 128),), (128,), (
         part_index, part_distance, mask, np.int32(n), np.int32(k), np.int32(slices), index, distance))
 
 
@@ -173,7 +179,6 @@ class GpuLinkScene:
         if points.shape != (self.count, 2):
             raise ValueError(f"points must have shape [{self.count}, 2], got {list(points.shape)}")
         mask = np.uint64(0) if valid is None else cupy.ascontiguousarray(valid, dtype=cupy.uint8)
-        module = _module()
         a = self.arrays
         n, k = np.int32(self.count), np.int32(self.k)
         edges = self.count * self.k
@@ -181,16 +186,17 @@ class GpuLinkScene:
             index, distance = self._knn
             _launch_knn(points, mask, self.k, index, distance)
             edge_a, edge_b, key = self._edges
-            module.get_function("link_edges")((-(-edges // 256),), (256,), (
+            _kernel("link_edges")((-(-edges // 256),), (256,), (
                 points, index, n, k, np.float32(self.params.delta_y_cap), np.float32(self.params.max_length),
                 edge_a, edge_b, key))
-            order = cupy.argsort(key)
-            module.get_function("curve_segments")((-(-edges // 128),), (128,), (
+            # Few edges: the kernel ranks the keys itself (no sort launches).
+            order = _NULL if edges <= _RANK_IN_KERNEL else cupy.argsort(key)
+            _kernel("curve_segments")((-(-edges // 128),), (128,), (
                 points, edge_a, edge_b, key, order, np.int32(edges), self._line_look, self._palette,
                 a["seg_p0"], a["seg_p1"], a["seg_polyline"], a["seg_arc0"], a["line_width"], a["line_color0"],
                 a["line_color1"], a["line_dash"], a["line_dash_round"], a["line_arc_total"]))
         if self._box_look is not None and self.count:
-            module.get_function("point_boxes")((-(-self.count // 256),), (256,), (
+            _kernel("point_boxes")((-(-self.count // 256),), (256,), (
                 points, mask, n, self._box_look, self._palette, a["box_center"], a["box_half"], a["box_radius"],
                 a["box_stroke"], a["box_stroke_color"], a["box_fill_color"], a["box_bracket"]))
         return self.scene

@@ -125,6 +125,32 @@ __global__ void bin_tiles(const Scene* scene, int prim_count, int tiles_x, int t
     if (pass == 0) prim_tiles[p] = found;
 }
 
+// Inclusive prefix sums of two int arrays in one launch (block 0: a, block 1: b),
+// each by one block: per-thread chunk sums, a block scan of those, then the chunks.
+extern "C" __global__ void scan_pair(const int* a, long long* a_out, int na, const int* b, long long* b_out, int nb) {
+    __shared__ long long partial[1024];
+    const int* in = blockIdx.x == 0 ? a : b;
+    long long* out = blockIdx.x == 0 ? a_out : b_out;
+    int n = blockIdx.x == 0 ? na : nb;
+    int chunk = (n + blockDim.x - 1) / blockDim.x;
+    int begin = min(n, threadIdx.x * chunk), end = min(n, begin + chunk);
+    long long sum = 0;
+    for (int i = begin; i < end; ++i) sum += in[i];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int offset = 1; offset < blockDim.x; offset <<= 1) {  // Hillis-Steele scan of the chunk sums
+        long long add = threadIdx.x >= offset ? partial[threadIdx.x - offset] : 0;
+        __syncthreads();
+        partial[threadIdx.x] += add;
+        __syncthreads();
+    }
+    long long running = partial[threadIdx.x] - sum;
+    for (int i = begin; i < end; ++i) {
+        running += in[i];
+        out[i] = running;
+    }
+}
+
 __device__ __forceinline__ float dash_distance(float arc, float on, float off) {
     float period = fmaxf(on + off, EPS);
     float phase = fmodf(arc, period);

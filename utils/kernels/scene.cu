@@ -133,18 +133,28 @@ __device__ float4 palette_color(const float* palette, int size, long long id, fl
     return make_float4(c[0], c[1], c[2], opacity);
 }
 
-// One thread per edge (in sorted order): Bezier control points, adaptive chord
-// count, vertices, segments with arc lengths, and the polyline's style.
+// One thread per edge: Bezier control points, adaptive chord count, vertices,
+// segments with arc lengths, and the polyline's style, at its place in key order.
 extern "C" __global__ void curve_segments(const float2* points, const long long* edge_a, const long long* edge_b,
                                           const unsigned long long* sort_key, const long long* order, int edges,
                                           const LineLook* look_ptr, const float* palette, float2* seg_p0, float2* seg_p1,
                                           int* seg_polyline, float* seg_arc0, float* line_width, float4* line_color0,
                                           float4* line_color1, float2* line_dash, int* line_dash_round,
                                           float* line_arc_total) {
-    int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= edges) return;
+    int thread = blockIdx.x * blockDim.x + threadIdx.x;
+    if (thread >= edges) return;
     const LineLook look = *look_ptr;
-    long long slot = order[e];
+    // Polyline e is the e-th edge in key order: from `order`, or (order == null, few
+    // edges) by counting the keys that sort before this slot's.
+    long long slot = thread;
+    int e = thread;
+    if (order != nullptr) {
+        slot = order[thread];
+    } else {
+        unsigned long long own = sort_key[slot];
+        e = 0;
+        for (int j = 0; j < edges; ++j) e += sort_key[j] < own || (sort_key[j] == own && j < slot);
+    }
     bool valid = sort_key[slot] != ~0ull;
     long long base = (long long)e * MAX_SEGMENTS;
     if (!valid) {
