@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from ..utils.backend import BACKENDS, make_renderer, select_backend
+from ..utils.backend import make_renderer, select_backend
 from ..utils.log import LOGGER
 from ..utils.pipeline import broadcast_count, render_batch
 from .adapters import image_array, overlay_list, progress_callback, to_tensor
-from .widgets import CATEGORY, OVERLAY, combo, socket
-
-
-def _backend_input() -> tuple:
-    return combo(BACKENDS, BACKENDS[0], "auto: the GPU when CuPy can use one, else the CPU; cpu or gpu "
-                 "force one (gpu fails with the reason when no GPU is usable).")
+from .widgets import CATEGORY, OVERLAY, backend_input, socket
 
 
 class Render:
@@ -34,7 +29,7 @@ class Render:
             "image": socket("IMAGE", "The frames to draw on."),
             "overlay": socket(OVERLAY, "What to draw (from Line Links, Boxes or Merge Overlays). Its frame "
                               "count must equal the image batch's, or either must be 1 (it repeats)."),
-            "backend": _backend_input(),
+            "backend": backend_input(),
         }}
 
     def render(self, image, overlay, backend):
@@ -65,7 +60,7 @@ class BackendInfo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"backend": _backend_input()}}
+        return {"required": {"backend": backend_input()}}
 
     def describe(self, backend):
         try:

@@ -22,9 +22,8 @@ from ..utils.tracks import normalize_tracks
 from ..utils.video_io import X264_PRESETS
 from .adapters import engine_params, progress_callback
 from .overlays import Boxes, LineLinks
-from .render import Render
 from .tracks import DetectTracks
-from .widgets import CATEGORY, UNITS, boolean, combo, defaults, int_input, socket
+from .widgets import CATEGORY, UNITS, backend_input, boolean, combo, defaults, int_input, socket
 
 OUTPUT_PREFIX = "TrackOverlay/overlay"
 # (node whose widgets are reused, engine class they configure, name prefix here, tooltip note)
@@ -127,7 +126,7 @@ class Video:
     def INPUT_TYPES(cls):
         return {"required": {
             "video": socket("VIDEO", "The video to draw on (from Load Video, for example)."),
-            "backend": Render.INPUT_TYPES()["required"]["backend"],
+            "backend": backend_input(),
             "draw_lines": boolean(True, "Draw the links between neighbouring points."),
             "draw_boxes": boolean(True, "Draw a box around every point."),
             "units": combo(UNITS, UNITS[0], "Unit of the widths, lengths and sizes below: pixels, or percent "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+from ..utils.backend import BACKENDS
+
 CATEGORY = "Track Overlay"
 OVERLAY = "TRACK_OVERLAY"
 UNITS = ("pixels", "% of frame height")
@@ -61,3 +63,8 @@ def reference_input() -> tuple:
     """The optional image that gives '% of frame height' its scale."""
     return socket("IMAGE", "The frames the overlay will be drawn on; only their height is used, to turn "
                   "'% of frame height' sizes into pixels.")
+
+
+def backend_input() -> tuple:
+    return combo(BACKENDS, BACKENDS[0], "auto: the GPU when CuPy can use one, else the CPU; cpu or gpu "
+                 "force one (gpu fails with the reason when no GPU is usable).")

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fake_comfy import Interrupted, install_progress_bar  # noqa: E402
 from trackoverlay.nodes import NODE_CLASS_MAPPINGS  # noqa: E402
 from trackoverlay.utils.graph import GraphParams  # noqa: E402
 from trackoverlay.utils.styles import BoxStyle, LineStyle  # noqa: E402
@@ -386,25 +387,7 @@ def test_render_accepts_hwc_and_half_precision_images():
 @pytest.fixture
 def fake_progress_bar(monkeypatch):
     """A stand-in ``comfy.utils.ProgressBar`` recording its updates; ``stop_at`` raises like an interrupt."""
-    calls = []
-
-    class ProgressBar:
-        stop_at = None
-
-        def __init__(self, total):
-            calls.append(("total", total))
-
-        def update_absolute(self, value, total=None):
-            calls.append((value, total))
-            if value == ProgressBar.stop_at:
-                raise InterruptedError("interrupted")
-
-    comfy = types.ModuleType("comfy")
-    comfy.utils = types.ModuleType("comfy.utils")
-    comfy.utils.ProgressBar = ProgressBar
-    monkeypatch.setitem(sys.modules, "comfy", comfy)
-    monkeypatch.setitem(sys.modules, "comfy.utils", comfy.utils)
-    return ProgressBar, calls
+    return install_progress_bar(monkeypatch)
 
 
 def test_render_updates_the_progress_bar_per_frame(fake_progress_bar):
@@ -416,7 +399,7 @@ def test_render_updates_the_progress_bar_per_frame(fake_progress_bar):
 def test_render_stops_when_the_progress_bar_raises(fake_progress_bar):
     bar, calls = fake_progress_bar
     bar.stop_at = 2
-    with pytest.raises(InterruptedError):
+    with pytest.raises(Interrupted):
         render(frames(1), moving_box_overlay(3))
     assert calls[-1] == (2, 3)
 

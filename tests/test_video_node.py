@@ -17,6 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fake_comfy import Interrupted, install_progress_bar  # noqa: E402
 from trackoverlay.nodes import NODE_CLASS_MAPPINGS  # noqa: E402
 from trackoverlay.nodes.video import _overlay_spec  # noqa: E402
 from trackoverlay.utils.demo import DemoClip  # noqa: E402
@@ -29,10 +30,6 @@ from trackoverlay.utils.video_io import VideoWriter, iter_video_frames, probe_vi
 NODE = NODE_CLASS_MAPPINGS["TrackOverlayVideo"]
 FRAMES, WIDTH, HEIGHT, FPS = 8, 96, 64, 12
 BOX_CENTER = (48.0, 32.0)
-
-
-class Interrupted(Exception):
-    """Stands in for ComfyUI's InterruptProcessingException (raised by the progress hook)."""
 
 
 # ------------------------------------------------------------------ fakes
@@ -81,25 +78,11 @@ def comfy(tmp_path, monkeypatch):
         return os.path.join(output_dir, subfolder), name, 1, subfolder, prefix
 
     paths.get_save_image_path = get_save_image_path
-    calls = []
-
-    class ProgressBar:
-        stop_at = None
-
-        def __init__(self, total):
-            calls.append(("total", total))
-
-        def update_absolute(self, value, total=None):
-            calls.append((value, total))
-            if value == ProgressBar.stop_at:
-                raise Interrupted("Processing interrupted")
-
-    comfy_utils = types.ModuleType("comfy.utils")
-    comfy_utils.ProgressBar = ProgressBar
+    ProgressBar, calls = install_progress_bar(monkeypatch)
     input_impl = types.ModuleType("comfy_api.input_impl")
     input_impl.VideoFromFile = FileVideo
-    for name, module in {"folder_paths": paths, "comfy": types.ModuleType("comfy"), "comfy.utils": comfy_utils,
-                         "comfy_api": types.ModuleType("comfy_api"), "comfy_api.input_impl": input_impl}.items():
+    for name, module in {"folder_paths": paths, "comfy_api": types.ModuleType("comfy_api"),
+                         "comfy_api.input_impl": input_impl}.items():
         monkeypatch.setitem(sys.modules, name, module)
     return temp, ProgressBar, calls
 
