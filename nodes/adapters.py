@@ -23,7 +23,7 @@ def _host_float32(value, name: str, kind: str) -> np.ndarray:
     integer types are a ``TypeError`` (their range is ambiguous).
     """
     if not type(value).__module__.startswith("torch"):
-        raise TypeError(f"{name} must be a {kind} tensor, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a torch tensor ({kind}), got {type(value).__name__}")
     import torch
 
     if not (value.is_floating_point() or value.dtype in (torch.uint8, torch.bool)):

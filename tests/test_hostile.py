@@ -421,7 +421,7 @@ NODE_ERRORS = [
     case("image-int64", lambda tmp: (torch.zeros(1, H, W, 3, dtype=torch.int64), two_frame_box_overlay()),
          render_node, TypeError, r"image must hold floats in 0\.\.1 \(or uint8 0\.\.255\), got torch\.int64"),
     case("image-numpy", lambda tmp: (np.zeros((1, H, W, 3), np.float32), two_frame_box_overlay()), render_node,
-         TypeError, r"image must be a IMAGE tensor, got ndarray"),
+         TypeError, r"image must be a torch tensor \(IMAGE\), got ndarray"),
     case("image-empty", lambda tmp: (torch.zeros(0, H, W, 3), two_frame_box_overlay()), render_node,
          ValueError, r"image is empty \(shape \[0, 48, 64, 3\]\); connect at least one frame"),
     case("3-images-vs-2-overlay-frames", lambda tmp: (image(3), two_frame_box_overlay()), render_node,

@@ -210,7 +210,11 @@ class GpuRenderer(Renderer):
         return result
 
     def render_device(self, frame, scene: DeviceScene, out=None):
-        """Composite ``scene`` over a GPU frame (CuPy [H, W, 3] uint8/float32) into ``out``."""
+        """Composite ``scene`` over a GPU frame (CuPy [H, W, 3] uint8/float32) into ``out``.
+
+        Returns once the frame is done: the key count is read back to check
+        that the key buffer was large enough (the one host sync per frame).
+        """
         import cupy
 
         if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype not in _PIXEL_TYPES:
