@@ -160,7 +160,13 @@ def _pair_pixels(row, first, count, width_px):
 
 
 def _planar(colors, index):
-    """Per-pair planar RGBA [4, M] gathered from per-primitive colours [P, 4]."""
+    """Per-pair planar RGBA [4, M] gathered from per-primitive colours [P, 4].
+
+    When every primitive has the same colour this is a [4, 1] column that
+    broadcasts (no per-pair gather).
+    """
+    if len(colors) and (colors == colors[0]).all():
+        return colors[0][:, None].copy()
     return np.ascontiguousarray(colors.T).take(index, axis=1)
 
 
@@ -255,7 +261,7 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
     rgba = _planar(lines.color_start, pair_polyline)
     if not np.array_equal(lines.color_start, lines.color_end):
         mix = arc / np.maximum(table.arc_total[pair_polyline], _EPS)
-        rgba += (_planar(lines.color_end, pair_polyline) - rgba) * mix
+        rgba = rgba + (_planar(lines.color_end, pair_polyline) - rgba) * mix
     alpha = rgba[3] * coverage
     return _Pairs(pixels, rgba[:3] * alpha, alpha)
 
@@ -357,7 +363,8 @@ def _composite(pending: list, height: int, width: int) -> SparseLayer:
     while len(deeper):
         below = order[last[deeper] - level]
         transmit = 1.0 - acc_alpha[deeper]
-        acc_color[:, deeper] += color.take(below, axis=1) * transmit
+        for channel in range(3):
+            acc_color[channel, deeper] += color[channel].take(below) * transmit
         acc_alpha[deeper] += alpha[below] * transmit
         level += 1
         deeper = deeper[depth[deeper] > level]
