@@ -14,6 +14,18 @@ pytestmark = pytest.mark.gpu
 PARITY = 2 / 255
 
 
+def as_dtype(frame, dtype):
+    """A uint8 test frame as it is, or as float32 in 0..1."""
+    return frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
+
+
+def assert_parity(got, want):
+    """max |GPU - CPU| <= 2/255 per channel, for uint8 or float32 frames."""
+    scale = 255 if want.dtype == np.uint8 else 1
+    worst = np.abs(np.asarray(got, np.float32) - np.asarray(want, np.float32)).max() / scale
+    assert worst <= PARITY, f"max |GPU - CPU| = {worst * 255:.2f}/255"
+
+
 def random_scene(seed, count=40, size=(320, 240), **line_options):
     rng = np.random.default_rng(seed)
     width, height = size
@@ -48,11 +60,8 @@ def gpu():
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_host_frames_match_cpu(gpu, options, dtype):
     frame, scene = random_scene(3, **options)
-    frame = frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
-    want = CpuRenderer().render(frame, scene).astype(np.float32)
-    got = gpu.render(frame, scene).astype(np.float32)
-    scale = 255 if dtype == np.uint8 else 1
-    assert np.abs(got - want).max() / scale <= PARITY
+    frame = as_dtype(frame, dtype)
+    assert_parity(gpu.render(frame, scene), CpuRenderer().render(frame, scene))
 
 
 @pytest.mark.parametrize("options", SCENE_OPTIONS)
@@ -61,11 +70,9 @@ def test_device_frames_match_cpu(gpu, options, dtype):
     import cupy
 
     frame, scene = random_scene(5, **options)
-    frame = frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
-    want = CpuRenderer().render(frame, scene).astype(np.float32)
-    got = gpu.render_device(cupy.asarray(frame), gpu.upload(scene)).get().astype(np.float32)
-    scale = 255 if dtype == np.uint8 else 1
-    assert np.abs(got - want).max() / scale <= PARITY
+    frame = as_dtype(frame, dtype)
+    want = CpuRenderer().render(frame, scene)
+    assert_parity(gpu.render_device(cupy.asarray(frame), gpu.upload(scene)).get(), want)
 
 
 def test_layer_matches_cpu(gpu):
@@ -164,12 +171,10 @@ def test_gpu_link_scene_matches_cpu(look, dtype):
     rng = np.random.default_rng(look)
     points = (rng.random((120, 2)) * [640, 360]).astype(np.float32)
     frame = rng.integers(0, 256, (360, 640, 3), dtype=np.uint8)
-    frame = frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
+    frame = as_dtype(frame, dtype)
     want = CpuRenderer().render(frame, _cpu_link_frame(points, params, line_style, box_style))
     builder = GpuLinkScene(len(points), params, line_style, box_style)
-    got = GpuRenderer().render_device(cupy.asarray(frame), builder.build(cupy.asarray(points))).get()
-    scale = 255 if dtype == np.uint8 else 1
-    assert np.abs(got.astype(np.float32) - want.astype(np.float32)).max() / scale <= PARITY
+    assert_parity(GpuRenderer().render_device(cupy.asarray(frame), builder.build(cupy.asarray(points))).get(), want)
 
 
 def test_gpu_link_scene_hides_invisible_points():
@@ -217,15 +222,13 @@ def test_gpu_scene_over_host_frame_matches_cpu(dtype):
     rng = np.random.default_rng(11)
     points = (rng.random((100, 2)) * [960, 540]).astype(np.float32)
     frame = rng.integers(0, 256, (540, 960, 3), dtype=np.uint8)
-    frame = frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
+    frame = as_dtype(frame, dtype)
     original = frame.copy()
     want = CpuRenderer().render(frame, _cpu_link_frame(points, params, line_style, box_style))
     builder = GpuLinkScene(len(points), params, line_style, box_style)
     renderer = GpuRenderer()
     for _ in range(2):  # the second frame reuses every buffer
-        got = renderer.render_host(frame, builder.build(cupy.asarray(points)))
-        scale = 255 if dtype == np.uint8 else 1
-        assert np.abs(got.astype(np.float32) - want.astype(np.float32)).max() / scale <= PARITY
+        assert_parity(renderer.render_host(frame, builder.build(cupy.asarray(points))), want)
     np.testing.assert_array_equal(frame, original)
 
 
