@@ -90,16 +90,20 @@ def common_length(**counts: int) -> int:
     return longer[0][1] if longer else 1
 
 
-def unit_scale(units: str, reference, name: str = "reference") -> float:
-    """Pixels per size unit: 1 for pixels, H / 100 for '% of frame height' (H from ``reference``)."""
+def pixels_per_unit(units: str, height: int) -> float:
+    """Pixels per size unit: 1 for pixels, ``height`` / 100 for '% of frame height'."""
     if units not in UNITS:
         raise ValueError(f"units {units!r} is not one of {', '.join(UNITS)}")
-    if units == UNITS[0]:
-        return 1.0
-    if reference is None:
+    return 1.0 if units == UNITS[0] else height / 100.0
+
+
+def unit_scale(units: str, reference, name: str = "reference") -> float:
+    """:func:`pixels_per_unit` with the height taken from the ``reference`` IMAGE when it is needed."""
+    relative = units == UNITS[1]
+    if relative and reference is None:
         raise ValueError(f"units '{units}' needs the {name} image: connect the frames to '{name}', "
                          "or set units to 'pixels'")
-    return image_array(reference, name).shape[1] / 100.0
+    return pixels_per_unit(units, image_array(reference, name).shape[1] if relative else 0)
 
 
 def engine_params(cls, widgets: dict, scale: float = 1.0, scaled: tuple = ()):

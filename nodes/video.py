@@ -20,7 +20,7 @@ from ..utils.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints
 from ..utils.styles import BoxStyle, LineStyle
 from ..utils.tracks import normalize_tracks
 from ..utils.video_io import X264_PRESETS
-from .adapters import engine_params, progress_callback
+from .adapters import engine_params, pixels_per_unit, progress_callback
 from .overlays import Boxes, LineLinks
 from .tracks import DetectTracks
 from .widgets import CATEGORY, UNITS, backend_input, boolean, combo, defaults, int_input, socket
@@ -57,13 +57,6 @@ def _overlay_spec(widgets: dict, scale: float, lines: bool, boxes: bool) -> Over
     box_values["fill_color"] = box_values["fill_color"].strip() or None
     box = engine_params(BoxStyle, box_values, scale, Boxes.SCALED)
     return OverlaySpec(graph, line if lines else None, box if boxes else None)
-
-
-def _pixels_per_unit(units: str, height: int) -> float:
-    """1 for pixels, height / 100 for '% of frame height'."""
-    if units not in UNITS:
-        raise ValueError(f"units {units!r} is not one of {', '.join(UNITS)}")
-    return 1.0 if units == UNITS[0] else height / 100.0
 
 
 @contextmanager
@@ -149,7 +142,7 @@ class Video:
         temp = folder_paths.get_temp_directory()
         os.makedirs(temp, exist_ok=True)
         with _video_file(video, temp) as path, closing(FrameSource.from_video(path)) as source:
-            spec = _overlay_spec(widgets, _pixels_per_unit(units, source.height), draw_lines, draw_boxes)
+            spec = _overlay_spec(widgets, pixels_per_unit(units, source.height), draw_lines, draw_boxes)
             points = (DetectedPoints(TrackDetector(**_group_values("detect", widgets))) if tracks is None
                       else TrackPoints(normalize_tracks(tracks), name="tracks"))
             output = _output_path(folder_paths)
