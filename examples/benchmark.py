@@ -22,13 +22,12 @@ import sys
 import time
 
 import numpy as np
-
-from trackoverlay.utils.backend import select_backend
-from trackoverlay.utils.display_list import DisplayList
-from trackoverlay.utils.graph import GraphParams, build_edges, knn_cpu
-from trackoverlay.utils.overlay import box_primitives, link_polylines
-from trackoverlay.utils.render_cpu import CpuRenderer
-from trackoverlay.utils.styles import BoxStyle, LineStyle
+from trackoverlay.utils.draw.display_list import DisplayList
+from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.graph.neighbours import GraphParams, build_edges, knn_cpu
+from trackoverlay.utils.raster.backend import select_backend
+from trackoverlay.utils.raster.cpu import CpuRenderer
 
 SCENES = {"s1": (100, "3840x2160"), "s2": (1000, "3840x2160"), "s1-8k": (100, "7680x4320"),
           "s10k": (10_000, "3840x2160")}
@@ -99,28 +98,25 @@ def bench_cpu(points, frame, repeat: int) -> dict:
 
 
 def bench_gpu(points, frame, repeat: int) -> dict:
-    """GPU-resident overlay, its stages, and the CPU-in/CPU-out path against torch.clone()."""
+    """The GPU renderer's stages, the frame resident or on the host, against torch.clone()."""
     import cupy
-
-    from trackoverlay.utils.render_gpu import GpuRenderer
-    from trackoverlay.utils.scene_gpu import GpuLinkScene
+    from trackoverlay.utils.raster.gpu import GpuRenderer
 
     sync = cupy.cuda.Device().synchronize
     renderer = GpuRenderer()
-    builder = GpuLinkScene(len(points), PARAMS, LINE, BOX)
-    device_points = cupy.asarray(points)
+    display_list = cpu_display_list(points)
+    scene = renderer.upload(display_list)
     device_frame = cupy.asarray(frame)
     out = cupy.empty_like(device_frame)
     stages = {
-        "scene (knn+edges+curves+boxes)": timed(lambda: builder.build(device_points), repeat, sync),
-        "bin tiles": timed(lambda: renderer.bin(builder.scene, *frame.shape[:2]), repeat, sync),
-        "total resident": timed(lambda: renderer.render_device(device_frame, builder.build(device_points), out),
-                                repeat, sync),
+        "display list (graph + geometry, host)": timed(lambda: cpu_display_list(points), repeat),
+        "upload scene": timed(lambda: renderer.upload(display_list), repeat, sync),
+        "bin tiles": timed(lambda: renderer.bin(scene, *frame.shape[:2]), repeat, sync),
+        "raster + composite resident": timed(lambda: renderer.render_device(device_frame, scene, out), repeat, sync),
+        "total resident (upload + raster)": timed(
+            lambda: renderer.render_device(device_frame, renderer.upload(display_list), out), repeat, sync),
+        "total host frame in/out": timed(lambda: renderer.render(frame, cpu_display_list(points)), repeat),
     }
-    stages["total host frame in/out"] = timed(
-        lambda: renderer.render_host(frame, builder.build(device_points)), repeat)
-    stages["host frame in/out, display list built on CPU"] = timed(
-        lambda: renderer.render(frame, cpu_display_list(points)), repeat)
     try:
         import torch
 
@@ -140,14 +136,13 @@ def bench_knn(repeat: int, backend: str) -> dict:
         if backend != "gpu":
             continue
         import cupy
-
-        from trackoverlay.utils.scene_gpu import knn_gpu
+        from trackoverlay.utils.graph.knn_gpu import knn_gpu
 
         sync = cupy.cuda.Device().synchronize
         device_points = cupy.asarray(points)
         results[f"fused kernel N={count}"] = statistics.median(timed(lambda: knn_gpu(device_points, 5), repeat, sync))
         try:
-            from trackoverlay.utils.knn_faiss import knn_faiss
+            from trackoverlay.utils.graph.knn_faiss import knn_faiss
 
             results[f"faiss N={count}"] = statistics.median(timed(lambda: knn_faiss(points, 5), repeat, sync))
         except ImportError as error:
@@ -183,7 +178,7 @@ def main(argv=None) -> int:
         points, frame = scene_inputs(count, width, height, args.frame_dtype)
         stages = bench_gpu(points, frame, args.repeat) if backend == "gpu" else bench_cpu(points, frame, args.repeat)
         size = f"{width}x{height}"
-    total = stages.get("total", stages.get("total resident"))
+    total = stages.get("total", stages.get("total resident (upload + raster)"))
     print_table(f"scene {args.scene} | backend {backend} | size {size} | frames {args.frame_dtype}", stages)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

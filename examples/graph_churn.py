@@ -6,8 +6,7 @@ previous frame. Run: ``python examples/graph_churn.py``.
 """
 
 import numpy as np
-
-from trackoverlay.utils.graph import GraphParams, build_edge_sequence, edge_churn
+from trackoverlay.utils.graph.neighbours import GraphParams, build_edge_sequence, edge_churn
 
 
 def jittered_tracks(points=100, frames=60, sigma=3.0, seed=0):

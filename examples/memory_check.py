@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from trackoverlay.utils.demo import DemoClip
-from trackoverlay.utils.video_io import VideoWriter, probe_video
+from trackoverlay.utils.tracks.demo import DemoClip
+from trackoverlay.utils.video.io import VideoWriter, probe_video
 
 CLI = Path(__file__).resolve().parent / "overlay_video.py"
 PRESET = "veryfast"

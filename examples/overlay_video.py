@@ -23,18 +23,23 @@ import sys
 import av
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
-
-from trackoverlay.utils.backend import BACKENDS, make_renderer
-from trackoverlay.utils.curves import BEND_SIDES, CURVE_KINDS
-from trackoverlay.utils.demo import DemoClip
-from trackoverlay.utils.detect import METHODS, TrackDetector
-from trackoverlay.utils.graph import MODES, GraphParams
-from trackoverlay.utils.log import LOGGER
-from trackoverlay.utils.stream import (DemoPoints, DetectedPoints, FrameSource, OverlaySpec, TrackPoints,
-                                       render_video)
-from trackoverlay.utils.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
-from trackoverlay.utils.tracks import load_tracks_json
-from trackoverlay.utils.video_io import X264_PRESETS
+from trackoverlay.utils.core.log import LOGGER
+from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
+from trackoverlay.utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
+from trackoverlay.utils.graph.neighbours import MODES, GraphParams
+from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
+from trackoverlay.utils.tracks.demo import DemoClip
+from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
+from trackoverlay.utils.tracks.track_file import load_tracks_json
+from trackoverlay.utils.video.io import X264_PRESETS
+from trackoverlay.utils.video.stream import (
+    DemoPoints,
+    DetectedPoints,
+    FrameSource,
+    OverlaySpec,
+    TrackPoints,
+    render_video,
+)
 
 PROG = "overlay_video.py"
 DEMO_OUTPUT = "overlay_demo.mp4"

@@ -20,9 +20,9 @@ import argparse
 import sys
 import time
 
-from trackoverlay.utils.backend import BACKENDS, make_renderer
-from trackoverlay.utils.demo import DemoClip
-from trackoverlay.utils.stream import DemoPoints, FrameSource, OverlaySpec, overlay_frames, render_video
+from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
+from trackoverlay.utils.tracks.demo import DemoClip
+from trackoverlay.utils.video.stream import DemoPoints, FrameSource, OverlaySpec, overlay_frames, render_video
 
 WIDTH, HEIGHT = 1920, 1080
 MIB = 2 ** 20

@@ -11,8 +11,8 @@ from dataclasses import fields
 
 import numpy as np
 
-from ..utils.display_list import DisplayList
-from ..utils.tracks import POSITION_LIMIT, Tracks
+from ..utils.draw.display_list import DisplayList
+from ..utils.tracks.contract import POSITION_LIMIT, Tracks
 from .widgets import UNITS
 
 

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..utils.curves import BEND_SIDES, CURVE_KINDS
-from ..utils.display_list import DisplayList, merge_sequences
-from ..utils.graph import MODES, GraphParams
-from ..utils.overlay import box_overlay, box_primitives, link_overlay
-from ..utils.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
-from ..utils.tracks import normalize_tracks
+from ..utils.draw.curves import BEND_SIDES, CURVE_KINDS
+from ..utils.draw.display_list import DisplayList, merge_sequences
+from ..utils.draw.overlays import box_overlay, box_primitives, link_overlay
+from ..utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
+from ..utils.graph.neighbours import MODES, GraphParams
+from ..utils.tracks.contract import normalize_tracks
 from .adapters import bounding_boxes, common_length, engine_params, overlay_list, unit_scale
-from .widgets import (CATEGORY, OVERLAY, boolean, color, combo, defaults, float_input, int_input,
-                      reference_input, socket, units_input)
+from .widgets import (
+    CATEGORY,
+    OVERLAY,
+    boolean,
+    color,
+    combo,
+    defaults,
+    float_input,
+    int_input,
+    reference_input,
+    socket,
+    units_input,
+)
 
 _GRAPH = defaults(GraphParams)
 _LINE = defaults(LineStyle)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..utils.backend import make_renderer, select_backend
-from ..utils.log import LOGGER
-from ..utils.pipeline import broadcast_count, render_batch
+from ..utils.core.log import LOGGER
+from ..utils.raster.backend import make_renderer, select_backend
+from ..utils.raster.batch import broadcast_count, render_batch
 from .adapters import image_array, overlay_list, progress_callback, to_tensor
 from .widgets import CATEGORY, OVERLAY, backend_input, socket
 

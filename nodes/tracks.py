@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
-from ..utils.detect import METHODS, detect_tracks
-from ..utils.log import LOGGER
-from ..utils.tracks import load_tracks_json, normalize_tracks, tracks_from_json, tracks_from_mask, tracks_to_json
+from ..utils.core.log import LOGGER
+from ..utils.tracks.contract import normalize_tracks
+from ..utils.tracks.detect import METHODS, detect_tracks
+from ..utils.tracks.from_mask import tracks_from_mask
+from ..utils.tracks.track_file import load_tracks_json, tracks_from_json, tracks_to_json
 from .adapters import image_array, input_path, mask_array, save_text_output, tracks_output
 from .widgets import CATEGORY, combo, defaults, float_input, int_input, socket, text
 

@@ -1,7 +1,7 @@
 """VIDEO -> VIDEO: the overlay streamed frame by frame from a video file into a new one.
 
 Memory does not depend on the clip's length: frames are decoded, drawn and
-encoded one at a time (``utils.stream.render_video``) into ComfyUI's temp
+encoded one at a time (``utils.video.stream.render_video``) into ComfyUI's temp
 folder, and the node returns that file as a core VIDEO.
 """
 
@@ -12,14 +12,14 @@ import shutil
 import tempfile
 from contextlib import closing, contextmanager
 
-from ..utils.backend import make_renderer
-from ..utils.detect import TrackDetector
-from ..utils.graph import GraphParams
-from ..utils.log import LOGGER
-from ..utils.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints, render_video
-from ..utils.styles import BoxStyle, LineStyle
-from ..utils.tracks import normalize_tracks
-from ..utils.video_io import X264_PRESETS
+from ..utils.core.log import LOGGER
+from ..utils.draw.styles import BoxStyle, LineStyle
+from ..utils.graph.neighbours import GraphParams
+from ..utils.raster.backend import make_renderer
+from ..utils.tracks.contract import normalize_tracks
+from ..utils.tracks.detect import TrackDetector
+from ..utils.video.io import X264_PRESETS
+from ..utils.video.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints, render_video
 from .adapters import engine_params, pixels_per_unit, progress_callback
 from .overlays import Boxes, LineLinks
 from .tracks import DetectTracks

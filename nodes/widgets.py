@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from ..utils.backend import BACKENDS
+from ..utils.raster.backend import BACKENDS
 
 CATEGORY = "Track Overlay"
 OVERLAY = "TRACK_OVERLAY"

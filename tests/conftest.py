@@ -1,8 +1,7 @@
 """Shared test setup: GPU tests run only where CuPy can use a GPU."""
 
 import pytest
-
-from trackoverlay.utils.backend import probe_gpu
+from trackoverlay.utils.raster.backend import probe_gpu
 
 
 def pytest_collection_modifyitems(config, items):

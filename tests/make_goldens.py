@@ -19,8 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 from scenes import SCENES
-
-from trackoverlay.utils.render_cpu import CpuRenderer
+from trackoverlay.utils.raster.cpu import CpuRenderer
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 

@@ -12,11 +12,10 @@ hand-written tests.
 from __future__ import annotations
 
 import numpy as np
-
-from trackoverlay.utils.display_list import Boxes, DisplayList, Polylines
-from trackoverlay.utils.graph import GraphParams, build_edges
-from trackoverlay.utils.overlay import box_primitives, link_polylines
-from trackoverlay.utils.styles import BoxStyle, LineStyle
+from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
+from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 
 
 def polylines(paths, width=1.0, color=(1, 1, 1, 1), color_end=None, dash=(0.0, 0.0),

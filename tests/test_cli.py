@@ -9,10 +9,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-
-from trackoverlay.utils.demo import DemoClip
-from trackoverlay.utils.tracks import Tracks, save_tracks_json
-from trackoverlay.utils.video_io import VideoWriter, probe_video
+from trackoverlay.utils.tracks.contract import Tracks
+from trackoverlay.utils.tracks.demo import DemoClip
+from trackoverlay.utils.tracks.track_file import save_tracks_json
+from trackoverlay.utils.video.io import VideoWriter, probe_video
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "overlay_video.py"
 

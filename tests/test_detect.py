@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-
-from trackoverlay.utils.detect import detect_tracks
+from trackoverlay.utils.tracks.detect import detect_tracks
 
 STARTS = np.array([[40, 40], [200, 60], [100, 150], [260, 180], [60, 200]]) + 0.37
 VELOCITY = np.array([[2.3, 1.1], [-1.7, 2.0], [3.0, -0.6], [-2.2, -1.4], [1.2, -2.5]])

@@ -4,11 +4,10 @@ import logging
 
 import numpy as np
 import pytest
-
-from trackoverlay.utils import backend
-from trackoverlay.utils.fallback import FallbackRenderer
-from trackoverlay.utils.render_cpu import CpuRenderer
 from scenes import SCENES
+from trackoverlay.utils.raster import backend
+from trackoverlay.utils.raster.cpu import CpuRenderer
+from trackoverlay.utils.raster.fallback import FallbackRenderer
 
 
 class OutOfMemoryError(Exception):
@@ -57,7 +56,7 @@ def test_kernel_failure_falls_back_to_cpu_with_one_warning(scene, caplog):
 def test_out_of_memory_frees_the_pool_and_retries_on_the_gpu(scene, monkeypatch, caplog):
     frame, display_list = scene
     freed = []
-    monkeypatch.setattr("trackoverlay.utils.fallback._free_gpu_pool", lambda: freed.append(True))
+    monkeypatch.setattr("trackoverlay.utils.raster.fallback._free_gpu_pool", lambda: freed.append(True))
     gpu = FailingGpu(OutOfMemoryError("out of memory allocating 99532800 bytes"))
     renderer = FallbackRenderer(gpu, CpuRenderer)
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
@@ -69,7 +68,7 @@ def test_out_of_memory_frees_the_pool_and_retries_on_the_gpu(scene, monkeypatch,
 
 def test_repeated_out_of_memory_falls_back_to_cpu(scene, monkeypatch, caplog):
     frame, display_list = scene
-    monkeypatch.setattr("trackoverlay.utils.fallback._free_gpu_pool", lambda: None)
+    monkeypatch.setattr("trackoverlay.utils.raster.fallback._free_gpu_pool", lambda: None)
     gpu = FailingGpu(OutOfMemoryError("first"), OutOfMemoryError("second"))
     renderer = FallbackRenderer(gpu, CpuRenderer)
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
@@ -97,8 +96,8 @@ def test_faiss_failure_falls_back_to_the_cpu_search(monkeypatch, caplog):
     import sys
     import types
 
-    from trackoverlay.utils import knn_faiss
-    from trackoverlay.utils.graph import knn_cpu
+    from trackoverlay.utils.graph import knn_faiss
+    from trackoverlay.utils.graph.neighbours import knn_cpu
 
     broken = types.ModuleType("faiss")
     broken.knn_gpu = lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("Error in virtual void faiss::gpu"))

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from make_goldens import GOLDEN_DIR, render_scene
 from scenes import SCENES
-
-from trackoverlay.utils.render_cpu import CpuRenderer
+from trackoverlay.utils.raster.cpu import CpuRenderer
 
 TOLERANCE = 1.0 / 255.0
 

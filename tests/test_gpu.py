@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
-
-from trackoverlay.utils.display_list import DisplayList
-from trackoverlay.utils.overlay import box_primitives, link_polylines
-from trackoverlay.utils.render_cpu import CpuRenderer
-from trackoverlay.utils.styles import BoxStyle, LineStyle
 from scenes import SCENES
+from trackoverlay.utils.draw.display_list import DisplayList
+from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.raster.cpu import CpuRenderer
 
 pytestmark = pytest.mark.gpu
 
@@ -51,7 +50,7 @@ SCENE_OPTIONS = [
 
 @pytest.fixture(scope="module")
 def gpu():
-    from trackoverlay.utils.render_gpu import GpuRenderer
+    from trackoverlay.utils.raster.gpu import GpuRenderer
 
     return GpuRenderer()
 
@@ -107,7 +106,7 @@ def test_empty_scene_copies_frame(gpu):
 
 
 def _cpu_link_frame(points, params, line_style, box_style):
-    from trackoverlay.utils.graph import build_edges
+    from trackoverlay.utils.graph.neighbours import build_edges
 
     edges, _ = build_edges(points, params)
     ids = np.arange(len(points))
@@ -119,9 +118,8 @@ def _cpu_link_frame(points, params, line_style, box_style):
 @pytest.mark.parametrize("count,k", [(1, 5), (2, 5), (50, 3), (300, 8), (2000, 5)])
 def test_knn_kernel_matches_cpu(count, k):
     import cupy
-
-    from trackoverlay.utils.graph import knn_cpu
-    from trackoverlay.utils.scene_gpu import knn_gpu
+    from trackoverlay.utils.graph.knn_gpu import knn_gpu
+    from trackoverlay.utils.graph.neighbours import knn_cpu
 
     points = (np.random.default_rng(count).random((count, 2)) * [1920, 1080]).astype(np.float32)
     want_index, want_distance = knn_cpu(points, k)
@@ -132,9 +130,8 @@ def test_knn_kernel_matches_cpu(count, k):
 
 def test_graph_sequence_runs_on_cupy_with_the_fused_knn():
     import cupy
-
-    from trackoverlay.utils.graph import GraphParams, build_edge_sequence
-    from trackoverlay.utils.scene_gpu import knn_gpu
+    from trackoverlay.utils.graph.knn_gpu import knn_gpu
+    from trackoverlay.utils.graph.neighbours import GraphParams, build_edge_sequence
 
     rng = np.random.default_rng(1)
     base = rng.random((200, 2)) * [1280, 720]
@@ -159,49 +156,27 @@ LINK_LOOKS = [
 
 @pytest.mark.parametrize("look", range(len(LINK_LOOKS)))
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
-def test_gpu_link_scene_matches_cpu(look, dtype):
+def test_gpu_link_looks_match_cpu_on_a_device_frame(look, dtype):
     import cupy
-
-    from trackoverlay.utils.graph import GraphParams
-    from trackoverlay.utils.render_gpu import GpuRenderer
-    from trackoverlay.utils.scene_gpu import GpuLinkScene
+    from trackoverlay.utils.graph.neighbours import GraphParams
+    from trackoverlay.utils.raster.gpu import GpuRenderer
 
     line_style, box_style = LINK_LOOKS[look]
     params = GraphParams(k=5, delta_y_cap=150.0, max_length=220.0)
     rng = np.random.default_rng(look)
     points = (rng.random((120, 2)) * [640, 360]).astype(np.float32)
-    frame = rng.integers(0, 256, (360, 640, 3), dtype=np.uint8)
-    frame = as_dtype(frame, dtype)
-    want = CpuRenderer().render(frame, _cpu_link_frame(points, params, line_style, box_style))
-    builder = GpuLinkScene(len(points), params, line_style, box_style)
-    assert_parity(GpuRenderer().render_device(cupy.asarray(frame), builder.build(cupy.asarray(points))).get(), want)
-
-
-def test_gpu_link_scene_hides_invisible_points():
-    import cupy
-
-    from trackoverlay.utils.graph import GraphParams
-    from trackoverlay.utils.render_gpu import GpuRenderer
-    from trackoverlay.utils.scene_gpu import GpuLinkScene
-
-    rng = np.random.default_rng(9)
-    points = (rng.random((60, 2)) * [320, 240]).astype(np.float32)
-    visible = rng.random(60) > 0.3
-    # Straight lines: the curve side hashes track ids, which the CPU reference renumbers.
-    params, line_style, box_style = GraphParams(k=3), LineStyle(curve="straight"), BoxStyle(size=10)
-    frame = np.zeros((240, 320, 3), np.uint8)
-    want = CpuRenderer().render(frame, _cpu_link_frame(points[visible], params, line_style, box_style))
-    builder = GpuLinkScene(len(points), params, line_style, box_style)
-    scene = builder.build(cupy.asarray(points), cupy.asarray(visible))
-    got = GpuRenderer().render_device(cupy.asarray(frame), scene).get()
-    assert np.abs(got.astype(np.int16) - want.astype(np.int16)).max() <= 2
+    frame = as_dtype(rng.integers(0, 256, (360, 640, 3), dtype=np.uint8), dtype)
+    display_list = _cpu_link_frame(points, params, line_style, box_style)
+    want = CpuRenderer().render(frame, display_list)
+    renderer = GpuRenderer()
+    assert_parity(renderer.render_device(cupy.asarray(frame), renderer.upload(display_list)).get(), want)
 
 
 @pytest.mark.parametrize("count", [3, 100, 5000])
 def test_faiss_knn_matches_cpu(count):
     pytest.importorskip("faiss", reason="FAISS GPU is optional")
-    from trackoverlay.utils.graph import knn_cpu
-    from trackoverlay.utils.knn_faiss import knn_faiss
+    from trackoverlay.utils.graph.knn_faiss import knn_faiss
+    from trackoverlay.utils.graph.neighbours import knn_cpu
 
     points = (np.random.default_rng(count).random((count, 2)) * [3840, 2160]).astype(np.float32)
     want_index, want_distance = knn_cpu(points, 5)
@@ -212,28 +187,24 @@ def test_faiss_knn_matches_cpu(count):
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_gpu_scene_over_host_frame_matches_cpu(dtype):
-    import cupy
-
-    from trackoverlay.utils.graph import GraphParams
-    from trackoverlay.utils.render_gpu import GpuRenderer
-    from trackoverlay.utils.scene_gpu import GpuLinkScene
+    from trackoverlay.utils.graph.neighbours import GraphParams
+    from trackoverlay.utils.raster.gpu import GpuRenderer
 
     params, line_style, box_style = GraphParams(k=5), LineStyle(width=2.0), BoxStyle()
     rng = np.random.default_rng(11)
     points = (rng.random((100, 2)) * [960, 540]).astype(np.float32)
-    frame = rng.integers(0, 256, (540, 960, 3), dtype=np.uint8)
-    frame = as_dtype(frame, dtype)
+    frame = as_dtype(rng.integers(0, 256, (540, 960, 3), dtype=np.uint8), dtype)
     original = frame.copy()
-    want = CpuRenderer().render(frame, _cpu_link_frame(points, params, line_style, box_style))
-    builder = GpuLinkScene(len(points), params, line_style, box_style)
+    display_list = _cpu_link_frame(points, params, line_style, box_style)
+    want = CpuRenderer().render(frame, display_list)
     renderer = GpuRenderer()
     for _ in range(2):  # the second frame reuses every buffer
-        assert_parity(renderer.render_host(frame, builder.build(cupy.asarray(points))), want)
+        assert_parity(renderer.render_host(frame, renderer.upload(display_list)), want)
     np.testing.assert_array_equal(frame, original)
 
 
 def test_key_buffer_grows_when_a_scene_needs_more():
-    from trackoverlay.utils.render_gpu import GpuRenderer
+    from trackoverlay.utils.raster.gpu import GpuRenderer
 
     frame, scene = random_scene(13, count=200, size=(640, 480), width=30.0)
     renderer = GpuRenderer()

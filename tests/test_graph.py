@@ -4,9 +4,8 @@ import math
 
 import numpy as np
 import pytest
-
-from trackoverlay.utils.arrays import array_module
-from trackoverlay.utils.graph import (
+from trackoverlay.utils.core.arrays import array_module
+from trackoverlay.utils.graph.neighbours import (
     GraphParams,
     build_edge_sequence,
     build_edges,

@@ -56,16 +56,16 @@ import av
 import numpy as np
 import pytest
 from scenes import boxes, flat_frame, polylines
-
-from trackoverlay.utils.backend import select_backend
-from trackoverlay.utils.display_list import Boxes, DisplayList, Polylines, merge_sequences
-from trackoverlay.utils.graph import GraphParams, build_edges
-from trackoverlay.utils.overlay import link_overlay
-from trackoverlay.utils.pipeline import render_batch
-from trackoverlay.utils.render_cpu import CpuRenderer
-from trackoverlay.utils.styles import BoxStyle, LineStyle
-from trackoverlay.utils.tracks import Tracks, load_tracks_json, normalize_tracks, save_tracks_json, tracks_from_json
-from trackoverlay.utils.video_io import VideoWriter, iter_video_frames, probe_video
+from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines, merge_sequences
+from trackoverlay.utils.draw.overlays import link_overlay
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
+from trackoverlay.utils.raster.backend import select_backend
+from trackoverlay.utils.raster.batch import render_batch
+from trackoverlay.utils.raster.cpu import CpuRenderer
+from trackoverlay.utils.tracks.contract import Tracks, normalize_tracks
+from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json, tracks_from_json
+from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video
 
 torch = pytest.importorskip("torch")
 from test_nodes import run as run_node  # noqa: E402  (widget defaults + one node call, as ComfyUI does)

@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 
 from fake_comfy import Interrupted, install_progress_bar  # noqa: E402
 from trackoverlay.nodes import NODE_CLASS_MAPPINGS  # noqa: E402
-from trackoverlay.utils.graph import GraphParams  # noqa: E402
-from trackoverlay.utils.styles import BoxStyle, LineStyle  # noqa: E402
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle  # noqa: E402
+from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
 
 BACKGROUND = 0.2
 GREY = np.full(3, BACKGROUND, np.float32)  # the background as float32 stores it

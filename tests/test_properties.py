@@ -32,10 +32,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from trackoverlay.utils.display_list import Boxes, DisplayList, Polylines
-from trackoverlay.utils.graph import MODES, GraphParams, build_edges
-from trackoverlay.utils.render_cpu import CpuRenderer
+from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
+from trackoverlay.utils.graph.neighbours import MODES, GraphParams, build_edges
+from trackoverlay.utils.raster.cpu import CpuRenderer
 
 SETTINGS = settings(max_examples=50, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -329,7 +328,7 @@ def test_graph_edges_are_canonical_capped_and_between_valid_points(case):
 
 @pytest.fixture(scope="module")
 def gpu():
-    from trackoverlay.utils.render_gpu import GpuRenderer
+    from trackoverlay.utils.raster.gpu import GpuRenderer
 
     renderer = GpuRenderer()
     yield renderer

@@ -1,4 +1,4 @@
-"""Exact coverage of the CPU rasteriser, checked against the DESIGN.md coverage model.
+"""Exact coverage of the CPU rasteriser, checked against the coverage model (docs/architecture.md).
 
 Capsule of width w: coverage = clamp(0.5 - (distance - w/2), 0, 1).
 Rounded box (signed distance s): stroke clamp(0.5 - (|s| - stroke/2), 0, 1),
@@ -15,13 +15,12 @@ import tracemalloc
 import numpy as np
 import pytest
 from scenes import SCENES, boxes, flat_frame, polylines, textured_frame
-
-from trackoverlay.utils import raster_cpu
-from trackoverlay.utils.curves import control_points, flatten
-from trackoverlay.utils.display_list import Boxes, DisplayList, Polylines
-from trackoverlay.utils.overlay import box_primitives
-from trackoverlay.utils.render_cpu import CpuRenderer
-from trackoverlay.utils.styles import BoxStyle
+from trackoverlay.utils.draw.curves import control_points, flatten
+from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
+from trackoverlay.utils.draw.overlays import box_primitives
+from trackoverlay.utils.draw.styles import BoxStyle
+from trackoverlay.utils.raster import cpu_spans
+from trackoverlay.utils.raster.cpu import CpuRenderer
 
 REFERENCE_TOLERANCE = 1e-4  # engine (float32) vs brute-force reference (float64)
 MODEL_TOLERANCE = 1e-5      # one primitive vs its closed-form coverage
@@ -419,7 +418,7 @@ def test_out_buffer_is_filled_and_returned(renderer):
 def test_workers_and_bands_give_bit_identical_results():
     display_list = random_scene(21, height=256, width=96)
     frame = textured_frame(256, 96)
-    whole = raster_cpu.rasterize_band(raster_cpu.prepare(display_list), range(0, 256), 256, 96)
+    whole = cpu_spans.rasterize_band(cpu_spans.prepare(display_list), range(0, 256), 256, 96)
     results = []
     for workers in (1, 2):
         cpu = CpuRenderer(workers=workers)
@@ -437,7 +436,7 @@ def test_workers_and_bands_give_bit_identical_results():
 def test_small_flushes_give_the_same_layer(renderer, monkeypatch):
     display_list = random_scene(5)
     color, alpha = dense(renderer.rasterize(display_list, 72, 96))
-    monkeypatch.setattr(raster_cpu, "_PAIRS_PER_FLUSH", 97)
+    monkeypatch.setattr(cpu_spans, "_PAIRS_PER_FLUSH", 97)
     small_color, small_alpha = dense(renderer.rasterize(display_list, 72, 96))
     np.testing.assert_allclose(small_alpha, alpha, rtol=0, atol=1e-6)
     np.testing.assert_allclose(small_color, color, rtol=0, atol=1e-6)

@@ -4,19 +4,28 @@ import weakref
 
 import numpy as np
 import pytest
-
-from trackoverlay.utils.demo import CANVAS_RGB, DemoClip
-from trackoverlay.utils.detect import TrackDetector, detect_tracks
-from trackoverlay.utils.display_list import merge_sequences
-from trackoverlay.utils.graph import GraphParams
-from trackoverlay.utils.overlay import box_overlay, link_overlay
-from trackoverlay.utils.pipeline import render_batch
-from trackoverlay.utils.render_cpu import CpuRenderer
-from trackoverlay.utils.stream import (DemoPoints, DetectedPoints, FramePoints, FrameSource, OverlayBuilder,
-                                       OverlaySpec, TrackPoints, overlay_frames, render_video)
-from trackoverlay.utils.styles import BoxStyle, LineStyle
-from trackoverlay.utils.tracks import Tracks, load_tracks_json, save_tracks_json
-from trackoverlay.utils.video_io import VideoWriter, iter_video_frames, probe_video
+from trackoverlay.utils.draw.display_list import merge_sequences
+from trackoverlay.utils.draw.overlays import box_overlay, link_overlay
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.graph.neighbours import GraphParams
+from trackoverlay.utils.raster.batch import render_batch
+from trackoverlay.utils.raster.cpu import CpuRenderer
+from trackoverlay.utils.tracks.contract import Tracks
+from trackoverlay.utils.tracks.demo import CANVAS_RGB, DemoClip
+from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks
+from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json
+from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video
+from trackoverlay.utils.video.stream import (
+    DemoPoints,
+    DetectedPoints,
+    FramePoints,
+    FrameSource,
+    OverlayBuilder,
+    OverlaySpec,
+    TrackPoints,
+    overlay_frames,
+    render_video,
+)
 
 SPEC = OverlaySpec(GraphParams(k=2, hysteresis=0.3), LineStyle(width=1.5, curve="straight"),
                    BoxStyle(size=10, stroke_width=1.0, fill_opacity=0.25))

@@ -4,10 +4,9 @@ import json
 
 import numpy as np
 import pytest
-
-from trackoverlay.utils.tracks import (Tracks, fill_hidden, load_tracks_json, normalize_tracks,
-                                       save_tracks_json, tracks_from_json, tracks_from_mask,
-                                       tracks_to_json)
+from trackoverlay.utils.tracks.contract import Tracks, fill_hidden, normalize_tracks
+from trackoverlay.utils.tracks.from_mask import tracks_from_mask
+from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json, tracks_from_json, tracks_to_json
 
 
 def make_dict(frames=3, count=4, seed=0, **extra):

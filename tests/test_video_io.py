@@ -8,8 +8,7 @@ import av
 import cv2
 import numpy as np
 import pytest
-
-from trackoverlay.utils.video_io import VideoWriter, iter_video_frames, probe_video, write_png
+from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video, write_png
 
 
 def gradient_frame(index, height=48, width=64):
@@ -111,7 +110,7 @@ def test_unwritable_output_fails_at_open(tmp_path, monkeypatch):
     def refuse(folder, name):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("trackoverlay.utils.video_io._create_part_file", refuse)  # folder modes do not stop root
+    monkeypatch.setattr("trackoverlay.utils.video.io._create_part_file", refuse)  # folder modes do not stop root
     with pytest.raises(PermissionError, match=r"out.mp4.*not writable.*Permission denied"):
         VideoWriter(tmp_path / "out.mp4")
 
@@ -240,7 +239,7 @@ class _Packet:
 
 
 def test_bad_frames_mid_stream_are_logged_and_skipped(caplog):
-    from trackoverlay.utils.video_io import _decoded_frames
+    from trackoverlay.utils.video.io import _decoded_frames
 
     bad = av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
     packets = [_Packet([_Frame(0)]), _Packet(error=bad), _Packet([_Frame(2), _Frame(3, fail=True)]),
@@ -253,7 +252,7 @@ def test_bad_frames_mid_stream_are_logged_and_skipped(caplog):
 
 
 def test_demuxer_error_ends_stream_with_warning(caplog):
-    from trackoverlay.utils.video_io import _decoded_frames
+    from trackoverlay.utils.video.io import _decoded_frames
 
     def packets():
         yield _Packet([_Frame(7)])

@@ -20,12 +20,12 @@ torch = pytest.importorskip("torch")
 from fake_comfy import Interrupted, install_progress_bar  # noqa: E402
 from trackoverlay.nodes import NODE_CLASS_MAPPINGS  # noqa: E402
 from trackoverlay.nodes.video import _overlay_spec  # noqa: E402
-from trackoverlay.utils.demo import DemoClip  # noqa: E402
-from trackoverlay.utils.graph import GraphParams  # noqa: E402
-from trackoverlay.utils.render_cpu import CpuRenderer  # noqa: E402
-from trackoverlay.utils.stream import DemoPoints, FrameSource, OverlaySpec, render_video  # noqa: E402
-from trackoverlay.utils.styles import BoxStyle, LineStyle  # noqa: E402
-from trackoverlay.utils.video_io import VideoWriter, iter_video_frames, probe_video  # noqa: E402
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle  # noqa: E402
+from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
+from trackoverlay.utils.raster.cpu import CpuRenderer  # noqa: E402
+from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
+from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video  # noqa: E402
+from trackoverlay.utils.video.stream import DemoPoints, FrameSource, OverlaySpec, render_video  # noqa: E402
 
 NODE = NODE_CLASS_MAPPINGS["TrackOverlayVideo"]
 FRAMES, WIDTH, HEIGHT, FPS = 8, 96, 64, 12

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..draw.display_list import DisplayList
 from .bands import BandPool
-from .composite import check_frame, layer_to_rgba, output_buffer
-from .display_list import DisplayList
-from .raster_cpu import SparseLayer
+from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
 
 
 class Renderer:

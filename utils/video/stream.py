@@ -27,15 +27,15 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from .demo import DemoClip
-from .detect import TrackDetector
-from .display_list import DisplayList
-from .graph import GraphParams, build_edges
-from .log import LOGGER
-from .overlay import box_overlay, link_polylines
-from .styles import BoxStyle, LineStyle
-from .tracks import Tracks
-from .video_io import VideoWriter, iter_video_frames, probe_video, write_png
+from ..core.log import LOGGER
+from ..draw.display_list import DisplayList
+from ..draw.overlays import box_overlay, link_polylines
+from ..draw.styles import BoxStyle, LineStyle
+from ..graph.neighbours import GraphParams, build_edges
+from ..tracks.contract import Tracks
+from ..tracks.demo import DemoClip
+from ..tracks.detect import TrackDetector
+from .io import VideoWriter, iter_video_frames, probe_video, write_png
 
 
 @dataclass(frozen=True)

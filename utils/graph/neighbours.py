@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .arrays import array_module, to_numpy
-from .log import LOGGER
+from ..core.arrays import array_module, to_numpy
+from ..core.log import LOGGER
 
 MODES = ("knn", "radius")
 

@@ -1,12 +1,36 @@
-"""Compositing a sparse premultiplied layer over frames, and layer export (CPU)."""
+"""The layer both rasterisers produce, and the host rules for frames and compositing.
+
+Neither backend owns this module: the CPU and GPU rasterisers both return a
+:class:`SparseLayer`, and host frames are checked and blended here.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .raster_cpu import SparseLayer
-
 FRAME_DTYPES = (np.uint8, np.float32)
+
+
+@dataclass(frozen=True)
+class SparseLayer:
+    """A premultiplied RGBA layer stored only where it is non-empty.
+
+    ``pixels`` are flat indices ``y * width + x`` (unique, ascending),
+    ``color`` is planar premultiplied RGB float32 [3, M] and ``alpha`` float32 [M].
+    """
+
+    height: int
+    width: int
+    pixels: np.ndarray
+    color: np.ndarray
+    alpha: np.ndarray
+
+    @classmethod
+    def empty(cls, height: int, width: int) -> "SparseLayer":
+        return cls(height, width, np.zeros(0, np.int64), np.zeros((3, 0), np.float32),
+                   np.zeros(0, np.float32))
 
 
 def check_frame(frame, name: str = "frame") -> None:
@@ -19,23 +43,6 @@ def check_frame(frame, name: str = "frame") -> None:
         raise ValueError(f"{name} dtype must be uint8 or float32, got {frame.dtype}")
     if frame.shape[0] < 1 or frame.shape[1] < 1:
         raise ValueError(f"{name} is empty ({frame.shape[0]}x{frame.shape[1]} pixels)")
-
-
-def composite_over(frame: np.ndarray, layer: SparseLayer, out: np.ndarray | None = None) -> np.ndarray:
-    """``layer`` over ``frame`` into a new frame of the same shape and dtype.
-
-    uint8 frames are blended in float32 and rounded to nearest; float32 frames
-    stay float32. ``out`` may be given to reuse a buffer (never ``frame`` itself).
-    """
-    check_frame(frame)
-    if (layer.height, layer.width) != frame.shape[:2]:
-        raise ValueError(f"layer is {layer.width}x{layer.height} but frame is {frame.shape[1]}x{frame.shape[0]}")
-    if out is None:
-        out = frame.copy()
-    else:
-        np.copyto(out, frame)
-    blend_pixels(out, layer)
-    return out
 
 
 def blend_pixels(frame: np.ndarray, layer: SparseLayer) -> None:

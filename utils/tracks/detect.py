@@ -15,8 +15,8 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .arrays import to_numpy
-from .tracks import Tracks, fill_hidden
+from ..core.arrays import to_numpy
+from .contract import Tracks, fill_hidden
 
 METHODS = ("corners", "blobs", "bright")
 

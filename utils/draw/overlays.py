@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graph.neighbours import GraphParams, build_edge_sequence, knn_cpu
+from ..tracks.contract import located
 from .colors import palette_colors, parse_color
 from .curves import bend_signs, control_points, flatten
 from .display_list import Boxes, DisplayList, Polylines
-from .graph import GraphParams, build_edge_sequence, knn_cpu
 from .styles import BoxStyle, LineStyle
-from .tracks import located
 
 
 def _dash(style: LineStyle, count: int):

@@ -11,8 +11,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .composite import layer_to_rgba
-from .display_list import DisplayList
+from ..draw.display_list import DisplayList
+from .layer import layer_to_rgba
 
 
 def broadcast_count(frames: int, overlays: int, what: str = "overlay frames") -> int:

@@ -2,7 +2,7 @@
 
 Every primitive is cut into horizontal pixel spans computed exactly from its
 geometry (no per-primitive Python loop); coverage is then evaluated with the
-coverage model of DESIGN.md on those pixels only, and the (pixel, primitive)
+coverage model (docs/architecture.md) on those pixels only, and the (pixel, primitive)
 contributions are composited "over" in list order by depth peeling.
 """
 
@@ -12,33 +12,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .display_list import Boxes, DisplayList, Polylines
+from ..draw.display_list import Boxes, DisplayList, Polylines
+from .layer import SparseLayer
 from .segments import SegmentTable, build_segment_table
 
 _EPS = 1e-6
 _PAIRS_PER_FLUSH = 4_000_000  # bounds the working memory of one frame
 # A polyline turning further than this in total may come back within its own width.
 _SELF_OVERLAP_TURN = np.radians(120.0)
-
-
-@dataclass(frozen=True)
-class SparseLayer:
-    """A premultiplied RGBA layer stored only where it is non-empty.
-
-    ``pixels`` are flat indices ``y * width + x`` (unique, ascending),
-    ``color`` is planar premultiplied RGB float32 [3, M] and ``alpha`` float32 [M].
-    """
-
-    height: int
-    width: int
-    pixels: np.ndarray
-    color: np.ndarray
-    alpha: np.ndarray
-
-    @classmethod
-    def empty(cls, height: int, width: int) -> "SparseLayer":
-        return cls(height, width, np.zeros(0, np.int64), np.zeros((3, 0), np.float32),
-                   np.zeros(0, np.float32))
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .composite import blend_pixels, check_frame, output_buffer
-from .display_list import DisplayList
-from .raster_cpu import SparseLayer, prepare, rasterize_band
+from ..draw.display_list import DisplayList
+from .cpu_spans import prepare, rasterize_band
+from .layer import SparseLayer, blend_pixels, check_frame, output_buffer
 from .renderer import Renderer
 
 

@@ -1,11 +1,11 @@
-// Tiled rasteriser for Track Overlay display lists (the GPU twin of raster_cpu.py).
+// Tiled rasteriser for Track Overlay display lists (the GPU twin of cpu_spans.py).
 //
 // Primitives (polyline segments and boxes) are binned into TILE x TILE pixel
 // tiles on the GPU: bin_tiles counts (pass 0) and fills (pass 1) one key
 // (tile << prim_bits | primitive) per overlapped tile; the keys are sorted so each
 // tile's primitives come in drawing order. raster_tiles then runs one block
-// per tile and one thread per pixel: it evaluates the coverage model of
-// DESIGN.md for the tile's primitives in order and composites "over".
+// per tile and one thread per pixel: it evaluates the coverage model
+// (docs/architecture.md) for the tile's primitives in order and composites "over".
 //
 // Segments of one polyline are consecutive primitives: their distances are
 // min-reduced before the polyline's single contribution is composited.

@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from .log import LOGGER
+from ..core.log import LOGGER
 
 BACKENDS = ("auto", "cpu", "gpu")
 
 
 @dataclass(frozen=True)
-class BackendInfo:
+class BackendChoice:
     """What a backend request resolved to, with the facts behind it."""
 
     requested: str
@@ -71,7 +71,7 @@ def probe_faiss() -> str:
     return f"{faiss.__version__}, {gpus} GPU(s)"
 
 
-def select_backend(requested: str = "auto") -> BackendInfo:
+def select_backend(requested: str = "auto") -> BackendChoice:
     """Resolve ``auto``/``cpu``/``gpu`` to the backend that will run.
 
     ``auto`` falls back to the CPU with the reason; ``gpu`` raises
@@ -80,15 +80,15 @@ def select_backend(requested: str = "auto") -> BackendInfo:
     if requested not in BACKENDS:
         raise ValueError(f"backend {requested!r} is not one of {', '.join(BACKENDS)}")
     if requested == "cpu":
-        return BackendInfo("cpu", "cpu", "requested", faiss=probe_faiss())
+        return BackendChoice("cpu", "cpu", "requested", faiss=probe_faiss())
     ok, facts = probe_gpu()
     if ok:
-        return BackendInfo(requested, "gpu", "CuPy runs on the GPU", gpu=facts, faiss=probe_faiss())
+        return BackendChoice(requested, "gpu", "CuPy runs on the GPU", gpu=facts, faiss=probe_faiss())
     if requested == "gpu":
         raise RuntimeError(f"backend 'gpu' was requested but {facts}. Install CuPy for your CUDA "
                            "version (pip install cupy-cuda12x or cupy-cuda13x) or choose backend 'cpu'.")
     LOGGER.info("Track Overlay renders on the CPU: %s", facts)
-    return BackendInfo(requested, "cpu", str(facts), faiss=probe_faiss())
+    return BackendChoice(requested, "cpu", str(facts), faiss=probe_faiss())
 
 
 def make_renderer(requested: str = "auto"):
@@ -96,12 +96,12 @@ def make_renderer(requested: str = "auto"):
 
     A GPU renderer falls back to the CPU, with one warning, if the GPU fails mid-run.
     """
-    from .render_cpu import CpuRenderer
+    from .cpu import CpuRenderer
 
     info = select_backend(requested)
     if info.selected == "gpu":
         from .fallback import FallbackRenderer
-        from .render_gpu import GpuRenderer
+        from .gpu import GpuRenderer
 
         return FallbackRenderer(GpuRenderer(), CpuRenderer), info
     return CpuRenderer(), info

@@ -12,7 +12,7 @@ import av
 import cv2
 import numpy as np
 
-from .log import LOGGER
+from ..core.log import LOGGER
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 

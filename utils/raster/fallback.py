@@ -7,7 +7,7 @@ continues on the CPU renderer, which draws the same picture.
 
 from __future__ import annotations
 
-from .log import LOGGER
+from ..core.log import LOGGER
 
 
 def _is_out_of_memory(error: Exception) -> bool:

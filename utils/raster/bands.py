@@ -11,8 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .composite import blend_pixels
-from .raster_cpu import SparseLayer
+from .layer import SparseLayer, blend_pixels
 
 _MIN_BAND_ROWS = 64
 

@@ -1,4 +1,4 @@
-"""GPU renderer (CuPy): the tiled kernels of ``kernels/raster.cu``.
+"""GPU renderer (CuPy): the tiled kernels of ``gpu_raster.cu``.
 
 The display list is flattened on the host into a few small arrays (a scene),
 uploaded, binned into 16x16 tiles on the GPU (count, prefix sum, fill, sort)
@@ -10,16 +10,15 @@ overlay's pixels cross the bus.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .composite import check_frame, output_buffer
-from .display_list import DisplayList, Polylines
-from .log import LOGGER
-from .raster_cpu import SparseLayer
+from ..core.cuda import cuda_kernel
+from ..core.log import LOGGER
+from ..draw.display_list import DisplayList, Polylines
+from .layer import SparseLayer, check_frame, output_buffer
 from .renderer import Renderer
 from .segments import build_segment_table
 
@@ -29,7 +28,6 @@ _SCENE_FIELDS = (
     "line_width", "line_color0", "line_color1", "line_dash", "line_dash_round", "line_arc_total",
     "box_center", "box_half", "box_radius", "box_stroke", "box_stroke_color", "box_fill_color", "box_bracket",
 )
-_NULL = np.uint64(0)  # a null pointer kernel argument
 _PIXEL_TYPES = {np.dtype(np.uint8): "unsigned char", np.dtype(np.float32): "float"}
 _KEY_TYPES = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
 
@@ -42,18 +40,11 @@ def _kernel_names():
             yield f"composite_tiles<{pixel}, {key}>"
 
 
-@functools.lru_cache(maxsize=1)
-def _module():
-    """The compiled kernel module (compiled on first use, cached by CuPy on disk)."""
-    import cupy
-
-    source = (Path(__file__).parent / "kernels" / "raster.cu").read_text()
-    return cupy.RawModule(code=source, options=("--std=c++17",), name_expressions=tuple(_kernel_names()))
+_SOURCE = Path(__file__).with_name("gpu_raster.cu")
 
 
-@functools.lru_cache(maxsize=None)
 def _kernel(name: str):
-    return _module().get_function(name)
+    return cuda_kernel(_SOURCE, name, tuple(_kernel_names()))
 
 
 def _memset(array, byte: int) -> None:

@@ -7,30 +7,23 @@ optional keys: ``track_size`` float32 [T, N, 2] (box width, height in pixels)
 and ``track_confidence`` float32 [T, N].
 
 :func:`normalize_tracks` turns such a dict (torch tensors or NumPy arrays)
-into an immutable :class:`Tracks`; the JSON helpers store it in a stable,
-versioned file format; :func:`tracks_from_mask` builds tracks from a MASK batch.
+into an immutable :class:`Tracks`. The track file lives in ``track_file``,
+mask tracking in ``from_mask``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import InitVar, dataclass
 
-import cv2
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
-from .arrays import to_numpy
-from .log import LOGGER
+from ..core.arrays import to_numpy
+from ..core.log import LOGGER
 
 PATH_KEY = "track_path"
 VISIBILITY_KEY = "track_visibility"
 SIZE_KEY = "track_size"
 CONFIDENCE_KEY = "track_confidence"
-
-JSON_FORMAT = "trackoverlay.tracks"
-JSON_VERSION = 1
 
 POSITION_LIMIT = 1e5
 """Pixels: positions farther out on either axis are lost tracker output (like NaN), and
@@ -43,7 +36,7 @@ def located(path) -> np.ndarray:
     return np.all(np.abs(path) <= POSITION_LIMIT, axis=-1)
 
 
-def _host(value, label: str) -> np.ndarray:
+def host_array(value, label: str) -> np.ndarray:
     """Host NumPy view of a torch/CuPy/NumPy array or nested list (callers copy)."""
     try:
         return np.asarray(to_numpy(value))
@@ -53,7 +46,7 @@ def _host(value, label: str) -> np.ndarray:
 
 def _numbers(value, label: str, tail: tuple) -> np.ndarray:
     """float32 [T, N, *tail]; a one-frame [N, *tail] array becomes T = 1."""
-    array = _host(value, label)
+    array = host_array(value, label)
     if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer)
                                    or np.issubdtype(array.dtype, np.floating)):
         raise TypeError(f"{label} must hold integers or floats, got dtype {array.dtype}")
@@ -68,7 +61,7 @@ def _numbers(value, label: str, tail: tuple) -> np.ndarray:
 
 def _flags(value, label: str) -> np.ndarray:
     """bool [T, N] from bools or 0/1 numbers; a one-frame [N] array becomes T = 1."""
-    array = _host(value, label)
+    array = host_array(value, label)
     if array.dtype != bool:
         if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
             raise TypeError(f"{label} must hold bools or 0/1 numbers, got dtype {array.dtype}")
@@ -198,178 +191,3 @@ def fill_hidden(values: np.ndarray, visibility: np.ndarray) -> np.ndarray:
     never = ~visibility.any(axis=0)
     filled[:, never] = values[:, never]
     return filled
-
-
-# --- JSON ---------------------------------------------------------------------
-
-def _short_floats(values: np.ndarray) -> list:
-    """Nested lists of the shortest decimals that read back to the same float32.
-
-    NaN becomes None (JSON null).
-    """
-    exact = values.astype(np.float64)
-    chosen = exact.copy()
-    pending = np.isfinite(exact)
-    for decimals in range(10):
-        rounded = np.round(exact, decimals)
-        hit = pending & (rounded.astype(np.float32) == values)
-        chosen[hit] = rounded[hit]
-        pending &= ~hit
-    result = chosen.astype(object)
-    result[~np.isfinite(exact)] = None
-    return result.tolist()
-
-
-def tracks_to_json(tracks) -> str:
-    """Serialise tracks (a :class:`Tracks` or TRACKS dict) in format version 1."""
-    tracks = normalize_tracks(tracks)
-    document = {
-        "format": JSON_FORMAT,
-        "version": JSON_VERSION,
-        "frames": tracks.frame_count,
-        "tracks": tracks.track_count,
-        "path": _short_floats(tracks.path),
-        "visible": tracks.visibility.astype(np.uint8).tolist(),
-    }
-    if tracks.size is not None:
-        document["size"] = _short_floats(tracks.size)
-    if tracks.confidence is not None:
-        document["confidence"] = _short_floats(tracks.confidence)
-    return json.dumps(document, separators=(",", ":"), allow_nan=False)
-
-
-def _json_array(document: dict, key: str, shape: tuple, source: str, dtype) -> np.ndarray:
-    try:
-        array = np.array(document[key], dtype=dtype)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{source}: '{key}' must be nested lists of numbers of shape {list(shape)} "
-                         f"({error})") from None
-    if array.size == 0 and int(np.prod(shape)) == 0:
-        array = array.reshape(shape)
-    if array.shape != shape:
-        raise ValueError(f"{source}: '{key}' has shape {list(array.shape)}, expected {list(shape)} "
-                         "from 'frames' and 'tracks'")
-    return array
-
-
-def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
-    """Parse format-version-1 JSON text; errors name ``source`` (e.g. a file path)."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{source} is not valid JSON ({error})") from None
-    if not isinstance(document, dict) or document.get("format") != JSON_FORMAT:
-        raise ValueError(f"{source} is not a track file: expected \"format\": \"{JSON_FORMAT}\"")
-    version = document.get("version")
-    if type(version) is not int or version != JSON_VERSION:
-        raise ValueError(f"{source} has format version {version!r}; this pack reads version {JSON_VERSION}")
-    counts = []
-    for key in ("frames", "tracks"):
-        count = document.get(key)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise ValueError(f"{source}: '{key}' must be a whole number >= 0, got {count!r}")
-        counts.append(count)
-    for key in ("path", "visible"):
-        if key not in document:
-            raise ValueError(f"{source} is missing '{key}'")
-    frames, count = counts
-    path = _json_array(document, "path", (frames, count, 2), source, np.float64)
-    visible = _json_array(document, "visible", (frames, count), source, np.float64)
-    if not np.all((visible == 0) | (visible == 1)):
-        raise ValueError(f"{source}: 'visible' must hold only 0 and 1")
-    optional = {}
-    for key, tail in (("size", (2,)), ("confidence", ())):
-        if document.get(key) is not None:
-            optional[key] = _json_array(document, key, (frames, count) + tail, source, np.float64)
-    return Tracks(path, visible, optional.get("size"), optional.get("confidence"), name=source)
-
-
-def save_tracks_json(tracks, path: str | os.PathLike) -> None:
-    """Write tracks to ``path`` as JSON (format version 1)."""
-    text = tracks_to_json(tracks)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def load_tracks_json(path: str | os.PathLike) -> Tracks:
-    """Read a track file written by :func:`save_tracks_json`."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"track file {path} does not exist")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            text = handle.read()
-        except UnicodeDecodeError:
-            raise ValueError(f"track file {path} is not valid JSON (not UTF-8 text)") from None
-    return tracks_from_json(text, source=f"track file {path}")
-
-
-# --- masks --------------------------------------------------------------------
-
-def _mask_batch(masks, threshold: float) -> np.ndarray:
-    array = _host(masks, "masks")
-    if array.ndim == 2:
-        array = array[None]
-    if array.ndim != 3:
-        raise ValueError(f"masks must have shape [B, H, W] or [H, W], got {list(np.shape(masks))}")
-    if array.dtype == np.uint8:
-        array = array / 255.0
-    elif not (array.dtype == bool or np.issubdtype(array.dtype, np.integer)
-              or np.issubdtype(array.dtype, np.floating)):
-        raise TypeError(f"masks must hold bools or numbers, got dtype {array.dtype}")
-    return array > threshold
-
-
-def tracks_from_mask(masks, threshold: float = 0.5, min_area: int = 4,
-                     max_distance: float = 50.0, max_tracks: int = 256) -> Tracks:
-    """Tracks from the connected components of a MASK batch [B, H, W] (or [H, W]).
-
-    Each component of at least ``min_area`` pixels is a point at its centroid with
-    its bounding-box size. Components are matched to the previous frame's visible
-    tracks by optimal assignment on centroid distance (pairs farther than
-    ``max_distance`` pixels never match); unmatched components start new columns,
-    in raster order, until ``max_tracks`` columns exist (later ones are dropped).
-    Float masks compare with ``threshold``; uint8 masks are read as 0..255.
-    Invisible slots hold the track's nearest known position and size (:func:`fill_hidden`).
-    """
-    if min_area < 1:
-        raise ValueError(f"min_area must be >= 1 pixel, got {min_area}")
-    if not max_distance > 0:
-        raise ValueError(f"max_distance must be > 0 pixels, got {max_distance}")
-    if max_tracks < 1:
-        raise ValueError(f"max_tracks must be >= 1, got {max_tracks}")
-    binary = _mask_batch(masks, threshold)
-    frames = binary.shape[0]
-    path = np.full((frames, max_tracks, 2), np.nan, np.float32)
-    size = np.zeros((frames, max_tracks, 2), np.float32)
-    visible = np.zeros((frames, max_tracks), bool)
-    used = 0
-    dropped = 0
-    for t in range(frames):
-        _, _, stats, centroids = cv2.connectedComponentsWithStats(binary[t].astype(np.uint8), connectivity=8)
-        keep = np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= min_area) + 1
-        points = centroids[keep].astype(np.float32) + 0.5
-        boxes = stats[keep][:, [cv2.CC_STAT_WIDTH, cv2.CC_STAT_HEIGHT]].astype(np.float32)
-        columns = np.full(len(keep), -1)
-        live = np.flatnonzero(visible[t - 1, :used]) if t else np.zeros(0, int)
-        if len(live) and len(points):
-            distance = np.linalg.norm(points[:, None, :] - path[t - 1, live][None, :, :], axis=-1)
-            rows, cols = linear_sum_assignment(np.where(distance <= max_distance, distance, 1e9))
-            ok = distance[rows, cols] <= max_distance
-            columns[rows[ok]] = live[cols[ok]]
-        for index in np.flatnonzero(columns < 0):
-            if used == max_tracks:
-                dropped += 1
-                continue
-            columns[index] = used
-            used += 1
-        placed = columns >= 0
-        path[t, columns[placed]] = points[placed]
-        size[t, columns[placed]] = boxes[placed]
-        visible[t, columns[placed]] = True
-    if dropped:
-        LOGGER.warning("tracks_from_mask: max_tracks=%d reached; %d new component(s) got no track",
-                       max_tracks, dropped)
-    visible = visible[:, :used]
-    return Tracks(fill_hidden(path[:, :used], visible), visible, fill_hidden(size[:, :used], visible),
-                  name="tracks from mask")

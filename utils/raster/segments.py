@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .display_list import Polylines
+from ..draw.display_list import Polylines
 
 _EPS = 1e-6
 

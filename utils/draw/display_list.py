@@ -1,7 +1,7 @@
 """The display list: one frame's primitives and their styles, in drawing order.
 
 Geometry builders emit display lists; renderers (CPU and GPU) rasterise them
-with the coverage model of DESIGN.md. A display list is a tuple of layers,
+with the coverage model (docs/architecture.md). A display list is a tuple of layers,
 each a batch of one primitive kind; layers and the primitives inside a layer
 composite "over" in order. Lists are small (kilobytes) and immutable, so they
 can be passed between nodes, merged and cached freely.
@@ -19,7 +19,7 @@ from typing import Union
 
 import numpy as np
 
-from .arrays import require_bounded
+from ..core.arrays import require_bounded
 
 
 def _as_float32(name: str, values, shape_tail: tuple, count: int | None) -> np.ndarray:

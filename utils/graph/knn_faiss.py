@@ -13,9 +13,9 @@ import functools
 
 import numpy as np
 
-from .arrays import array_module, to_numpy
-from .graph import knn_cpu
-from .log import LOGGER
+from ..core.arrays import array_module, to_numpy
+from ..core.log import LOGGER
+from .neighbours import knn_cpu
 
 _EXTRA = 4  # candidates beyond k, so exact re-ranking can settle near-ties
 

@@ -1,0 +1,21 @@
+"""Compiling and caching the pack's CUDA kernels (CuPy, imported on first use)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_module(source: Path, name_expressions: tuple = ()):
+    """The compiled kernels of ``source`` (compiled once per process, cached on disk by CuPy)."""
+    import cupy
+
+    return cupy.RawModule(code=Path(source).read_text(), options=("--std=c++17",),
+                          name_expressions=name_expressions)
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_kernel(source: Path, name: str, name_expressions: tuple = ()):
+    """One kernel of :func:`cuda_module` by name (template instances by their expression)."""
+    return cuda_module(source, name_expressions).get_function(name)

@@ -1,0 +1,1 @@
+"""Rasterising display lists and compositing them: the shared layer, CPU and GPU rasterisers, backend choice."""

@@ -1,0 +1,115 @@
+"""The pack's track file: versioned JSON holding a :class:`Tracks`."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .contract import Tracks, normalize_tracks
+
+JSON_FORMAT = "trackoverlay.tracks"
+JSON_VERSION = 1
+
+
+def _short_floats(values: np.ndarray) -> list:
+    """Nested lists of the shortest decimals that read back to the same float32.
+
+    NaN becomes None (JSON null).
+    """
+    exact = values.astype(np.float64)
+    chosen = exact.copy()
+    pending = np.isfinite(exact)
+    for decimals in range(10):
+        rounded = np.round(exact, decimals)
+        hit = pending & (rounded.astype(np.float32) == values)
+        chosen[hit] = rounded[hit]
+        pending &= ~hit
+    result = chosen.astype(object)
+    result[~np.isfinite(exact)] = None
+    return result.tolist()
+
+
+def tracks_to_json(tracks) -> str:
+    """Serialise tracks (a :class:`Tracks` or TRACKS dict) in format version 1."""
+    tracks = normalize_tracks(tracks)
+    document = {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "frames": tracks.frame_count,
+        "tracks": tracks.track_count,
+        "path": _short_floats(tracks.path),
+        "visible": tracks.visibility.astype(np.uint8).tolist(),
+    }
+    if tracks.size is not None:
+        document["size"] = _short_floats(tracks.size)
+    if tracks.confidence is not None:
+        document["confidence"] = _short_floats(tracks.confidence)
+    return json.dumps(document, separators=(",", ":"), allow_nan=False)
+
+
+def _json_array(document: dict, key: str, shape: tuple, source: str, dtype) -> np.ndarray:
+    try:
+        array = np.array(document[key], dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{source}: '{key}' must be nested lists of numbers of shape {list(shape)} "
+                         f"({error})") from None
+    if array.size == 0 and int(np.prod(shape)) == 0:
+        array = array.reshape(shape)
+    if array.shape != shape:
+        raise ValueError(f"{source}: '{key}' has shape {list(array.shape)}, expected {list(shape)} "
+                         "from 'frames' and 'tracks'")
+    return array
+
+
+def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
+    """Parse format-version-1 JSON text; errors name ``source`` (e.g. a file path)."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{source} is not valid JSON ({error})") from None
+    if not isinstance(document, dict) or document.get("format") != JSON_FORMAT:
+        raise ValueError(f"{source} is not a track file: expected \"format\": \"{JSON_FORMAT}\"")
+    version = document.get("version")
+    if type(version) is not int or version != JSON_VERSION:
+        raise ValueError(f"{source} has format version {version!r}; this pack reads version {JSON_VERSION}")
+    counts = []
+    for key in ("frames", "tracks"):
+        count = document.get(key)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"{source}: '{key}' must be a whole number >= 0, got {count!r}")
+        counts.append(count)
+    for key in ("path", "visible"):
+        if key not in document:
+            raise ValueError(f"{source} is missing '{key}'")
+    frames, count = counts
+    path = _json_array(document, "path", (frames, count, 2), source, np.float64)
+    visible = _json_array(document, "visible", (frames, count), source, np.float64)
+    if not np.all((visible == 0) | (visible == 1)):
+        raise ValueError(f"{source}: 'visible' must hold only 0 and 1")
+    optional = {}
+    for key, tail in (("size", (2,)), ("confidence", ())):
+        if document.get(key) is not None:
+            optional[key] = _json_array(document, key, (frames, count) + tail, source, np.float64)
+    return Tracks(path, visible, optional.get("size"), optional.get("confidence"), name=source)
+
+
+def save_tracks_json(tracks, path: str | os.PathLike) -> None:
+    """Write tracks to ``path`` as JSON (format version 1)."""
+    text = tracks_to_json(tracks)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def load_tracks_json(path: str | os.PathLike) -> Tracks:
+    """Read a track file written by :func:`save_tracks_json`."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"track file {path} does not exist")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            text = handle.read()
+        except UnicodeDecodeError:
+            raise ValueError(f"track file {path} is not valid JSON (not UTF-8 text)") from None
+    return tracks_from_json(text, source=f"track file {path}")

@@ -1,0 +1,1 @@
+"""Video in and out: decoding, encoding, and the streaming overlay pipeline."""
