@@ -2,9 +2,13 @@
 
 Core ComfyUI's ``TRACKS`` is a dict with ``track_path`` float32 [T, N, 2]
 (pixel x, y; origin top-left, pixel centres at +0.5) and ``track_visibility``
-bool [T, N]; column ``n`` is one persistent track id. This pack adds two
-optional keys: ``track_size`` float32 [T, N, 2] (box width, height in pixels)
-and ``track_confidence`` float32 [T, N].
+bool [T, N]; column ``n`` is one persistent track id. Core's own producers
+also emit visibility [T, 1] (GenerateTracks and WanMoveTracksFromCoords with
+a ``track_mask``: one flag per frame for every track); it broadcasts, as core's
+consumers broadcast it, and so do [T] and [1, N]. This pack adds three
+optional keys: ``track_size`` float32 [T, N, 2] (box width, height in pixels),
+``track_confidence`` float32 [T, N] and ``track_opacity`` float32 [T, N] in
+0..1 (how strongly each point is drawn: births and deaths fade in and out).
 
 :func:`normalize_tracks` turns such a dict (torch tensors or NumPy arrays)
 into an immutable :class:`Tracks`. The track file lives in ``track_file``,
@@ -24,6 +28,8 @@ PATH_KEY = "track_path"
 VISIBILITY_KEY = "track_visibility"
 SIZE_KEY = "track_size"
 CONFIDENCE_KEY = "track_confidence"
+OPACITY_KEY = "track_opacity"
+_MASK_PRODUCERS = "core GenerateTracks / WanMoveTracksFromCoords with 'track_mask' connected"
 
 POSITION_LIMIT = 1e5
 """Pixels: positions farther out on either axis are lost tracker output (like NaN), and
@@ -59,8 +65,13 @@ def _numbers(value, label: str, tail: tuple) -> np.ndarray:
     return array.astype(np.float32)
 
 
-def _flags(value, label: str) -> np.ndarray:
-    """bool [T, N] from bools or 0/1 numbers; a one-frame [N] array becomes T = 1."""
+def _visibility(value, label: str, path_label: str, frames: int, count: int) -> np.ndarray:
+    """bool [T, N] from bools or 0/1 numbers of shape [T, N], [T, 1], [T], [1, N] or one frame [N].
+
+    [T, 1] is what core's track producers emit with a ``track_mask``; it and
+    [T] hold one flag per frame for every track, [1, N] one per track for
+    every frame. Anything else is an error naming the shape and the fix.
+    """
     array = host_array(value, label)
     if array.dtype != bool:
         if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
@@ -68,11 +79,26 @@ def _flags(value, label: str) -> np.ndarray:
         if not np.all((array == 0) | (array == 1)):
             raise ValueError(f"{label} must hold bools or 0/1 numbers; found other values")
     array = array.astype(bool)
+    shape = list(np.shape(value))
     if array.ndim == 1:
-        array = array[None]
+        array = array[:, None] if len(array) == frames and (frames != 1 or count == 1) else array[None]
     if array.ndim != 2:
-        raise ValueError(f"{label} must have shape [T, N] (or one frame [N]), got {list(np.shape(value))}")
-    return array
+        raise ValueError(f"{label} must have shape [T, N] (or [T, 1], [T], one frame [N]), got {shape}")
+    rows, columns = array.shape
+    if columns == 1 and rows != frames:
+        raise ValueError(f"{label} has {rows} frame flags ({shape}) but {path_label} has {frames} frames; "
+                         f"{_MASK_PRODUCERS} emit one flag per mask frame: give a track_mask of {frames} "
+                         "frames (the tracks' frame count)")
+    if rows == frames and columns == count:
+        return array
+    if (rows == frames or rows == 1) and columns in (1, count):
+        return np.broadcast_to(array, (frames, count)).copy()
+    hint = ""
+    if rows == frames and columns < count:
+        hint = (f"; core WanMoveConcatTrack makes this when it joins tracks whose visibility is [T, 1] "
+                f"({_MASK_PRODUCERS}): concatenate tracks without 'track_mask', or use the tracks one by one")
+    raise ValueError(f"{label} has [T, N] = {[rows, columns]} but {path_label} has {[frames, count]}; they "
+                     f"must match (or be [T, 1] / [1, N]){hint}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,24 +112,26 @@ class Tracks:
             coordinates are stored as NaN.
         size: float32 [T, N, 2] box width, height in pixels (0..``POSITION_LIMIT``), or None.
         confidence: float32 [T, N], or None.
+        opacity: float32 [T, N] in 0..1, how strongly each visible point is drawn
+            (fades at births and deaths), or None (all 1).
 
     The constructor copies and checks its inputs (``name`` labels error messages);
-    a single frame (path [N, 2], visibility [N]) is taken as T = 1. Values in
-    invisible slots are unspecified, except that non-finite ones become NaN.
+    a single frame (path [N, 2], visibility [N]) is taken as T = 1; visibility
+    [T, 1], [T] and [1, N] broadcast. Values in invisible slots are unspecified,
+    except that non-finite ones become NaN.
     """
 
     path: np.ndarray
     visibility: np.ndarray
     size: np.ndarray | None = None
     confidence: np.ndarray | None = None
+    opacity: np.ndarray | None = None
     name: InitVar[str] = "tracks"
 
     def __post_init__(self, name: str):
         path = _numbers(self.path, f"{name}['{PATH_KEY}']", (2,))
-        visibility = _flags(self.visibility, f"{name}['{VISIBILITY_KEY}']")
-        if visibility.shape != path.shape[:2]:
-            raise ValueError(f"{name}['{VISIBILITY_KEY}'] has [T, N] = {list(visibility.shape)} but "
-                             f"{name}['{PATH_KEY}'] has {list(path.shape[:2])}; they must match")
+        visibility = _visibility(self.visibility, f"{name}['{VISIBILITY_KEY}']", f"{name}['{PATH_KEY}']",
+                                 *path.shape[:2])
         lost = ~located(path)
         far = int(np.count_nonzero(lost & visibility & np.all(np.isfinite(path), axis=-1)))
         if far:
@@ -111,8 +139,9 @@ class Tracks:
                            "treated as lost", name, far, f"{POSITION_LIMIT:,.0f}")
         path[lost] = np.nan
         visibility &= ~lost
-        values = {"path": path, "visibility": visibility, "size": None, "confidence": None}
-        for field, key, tail in (("size", SIZE_KEY, (2,)), ("confidence", CONFIDENCE_KEY, ())):
+        values = {"path": path, "visibility": visibility, "size": None, "confidence": None, "opacity": None}
+        for field, key, tail in (("size", SIZE_KEY, (2,)), ("confidence", CONFIDENCE_KEY, ()),
+                                 ("opacity", OPACITY_KEY, ())):
             raw = getattr(self, field)
             if raw is None:
                 continue
@@ -130,6 +159,8 @@ class Tracks:
             if field == "size" and np.any(array > POSITION_LIMIT):
                 raise ValueError(f"{label} holds sizes above {POSITION_LIMIT:,.0f} pixels; widths and heights "
                                  f"must lie in 0..{POSITION_LIMIT:,.0f}")
+            if field == "opacity" and np.any((array < 0) | (array > 1)):
+                raise ValueError(f"{label} holds values outside 0..1; opacities must lie in 0..1")
             values[field] = array
         for field, array in values.items():
             if array is not None:
@@ -153,6 +184,8 @@ class Tracks:
             result[SIZE_KEY] = self.size.copy()
         if self.confidence is not None:
             result[CONFIDENCE_KEY] = self.confidence.copy()
+        if self.opacity is not None:
+            result[OPACITY_KEY] = self.opacity.copy()
         return result
 
 
@@ -172,7 +205,7 @@ def normalize_tracks(tracks, name: str = "tracks") -> Tracks:
         raise ValueError(f"{name} is missing {', '.join(repr(k) for k in missing)}; a TRACKS dict needs "
                          f"'{PATH_KEY}' [T, N, 2] and '{VISIBILITY_KEY}' [T, N]")
     return Tracks(tracks[PATH_KEY], tracks[VISIBILITY_KEY], tracks.get(SIZE_KEY),
-                  tracks.get(CONFIDENCE_KEY), name=name)
+                  tracks.get(CONFIDENCE_KEY), tracks.get(OPACITY_KEY), name=name)
 
 
 def fill_hidden(values: np.ndarray, visibility: np.ndarray) -> np.ndarray:

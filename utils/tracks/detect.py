@@ -1,28 +1,64 @@
-"""Detect and follow feature points through an image batch (CPU, OpenCV).
+"""Detect and follow feature points through a clip (CPU, OpenCV).
 
-Points are detected on the first frame and re-detected every
-``redetect_interval`` frames to fill free slots; between detections they are
-followed by pyramidal Lucas-Kanade optical flow with a forward-backward check.
-A point keeps its column while it stays visible; a lost point never comes
-back (a later detection at the same place gets a new column).
-:class:`TrackDetector` does this one frame at a time (for streaming);
-:func:`detect_tracks` runs it over a batch.
+Per frame, :class:`TrackDetector`:
+
+1. checks for a scene cut (:mod:`.cuts`); a cut ends every track and the
+   cut frame itself is seeded afresh, so no track crosses a cut;
+2. measures the camera's motion and what moves besides it (:mod:`.motion`);
+3. follows live points by pyramidal Lucas-Kanade flow (started where the
+   camera motion takes them, checked forward-backward), or, for bright
+   spots, by matching each spot to the track whose motion predicts it; a
+   point that fails is kept aside for ``REACQUIRE_FRAMES`` frames, carried
+   with the camera;
+4. detects new points every ``redetect_interval`` frames, on a shot's first
+   frame, and whenever fewer than ``REFILL_SHARE`` of ``max_points`` are
+   live. New points go only where none are (``min_distance`` from live
+   ones); one that appears near a lost point takes that point's column back,
+   so ids survive occlusions and tracker slips. Points on moving pixels are
+   preferred (``motion_preference``); method ``motion`` takes only those,
+   and lets tracks that stop moving go. A ``subject`` mask limits points to
+   a region (detections inside it; tracks that leave it end);
+5. hands the raw tracks to :class:`.finish.TrackFinisher`, which drops
+   tracks shorter than ``min_track_length``, bridges short gaps and fades
+   births and deaths over ``fade_frames``.
+
+Motion at a frame is measured toward the next frame, so results come out a
+little after the frames go in (:attr:`TrackDetector.lookahead`).
+:func:`detect_tracks` runs it over a batch and returns :class:`Tracks`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.arrays import to_numpy
-from .contract import Tracks, fill_hidden
+from ..core.log import LOGGER
+from .contract import Tracks, fill_hidden, host_array
+from .cuts import DEFAULT_CUT_THRESHOLD, CutDetector
+from .finish import BRIDGE_FRAMES, TrackFinisher, TrackFrame
+from .motion import MOVING_LEVEL, MotionFrame, measure_motion
 
-METHODS = ("corners", "blobs", "bright")
+METHODS = ("corners", "blobs", "bright", "motion")
 
-_LK_PARAMS = dict(winSize=(21, 21), maxLevel=3,
-                  criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
+REFILL_SHARE = 0.9
+"""Detection runs early whenever fewer than this share of ``max_points`` is live."""
+REACQUIRE_FRAMES = 30
+"""Frames a lost point waits to be found again (then its column takes the new point)."""
+STILL_SPEED = 0.25
+"""Pixels per frame: method ``motion`` lets a track go once its own motion falls below this."""
+DEFAULT_MIN_TRACK_LENGTH = 8
+DEFAULT_FADE_FRAMES = 6
+
+_LK_WINDOW = 21  # pixels: the patch Lucas-Kanade follows
+_LK_TEST_WINDOW = 9  # pixels: the smaller patch that tells whether a new point itself moves
+_LK_PARAMS = dict(maxLevel=3, criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
 _FB_MAX_ERROR = 1.0  # pixels: forward-backward round trip must come home this close
+_STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
+_SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
 
 
 def _check_frames(frames) -> np.ndarray:
@@ -38,48 +74,108 @@ def _check_frames(frames) -> np.ndarray:
     return array
 
 
-def _gray(frame: np.ndarray) -> np.ndarray:
-    """uint8 [H, W] gray from one uint8 or 0..1 float RGB frame."""
-    if frame.dtype != np.uint8:
-        frame = (np.clip(np.nan_to_num(frame), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-    return cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2GRAY)
+def _uint8(frame: np.ndarray) -> np.ndarray:
+    """uint8 RGB of one uint8 or 0..1 float frame."""
+    if frame.dtype == np.uint8:
+        return np.ascontiguousarray(frame)
+    return (np.clip(np.nan_to_num(frame), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
 
 
-def _select(points: np.ndarray, scores: np.ndarray, live: np.ndarray, min_distance: float,
-            limit: int) -> np.ndarray:
-    """Up to ``limit`` strongest points at least ``min_distance`` from live points and each other."""
-    if len(live) and len(points):
-        nearest, _ = cKDTree(live).query(points, k=1)
-        keep = nearest >= min_distance
-        points, scores = points[keep], scores[keep]
-    chosen = np.zeros((limit, 2), np.float32)
-    count = 0
-    for index in np.argsort(-scores, kind="stable"):
-        if count == limit:
-            break
-        if count and np.min(np.hypot(*(chosen[:count] - points[index]).T)) < min_distance:
-            continue
-        chosen[count] = points[index]
-        count += 1
-    return chosen[:count]
+def subject_masks(subject, frames: int, height: int, width: int) -> np.ndarray:
+    """bool [B, H, W] from a MASK batch (bools, 0..1 floats or 0..255 uint8) for ``frames`` frames of H x W.
+
+    One mask serves every frame. A mask of another size with the frames' aspect
+    ratio is resized; any other shape is an error naming the fix.
+    """
+    array = host_array(subject, "subject")
+    shape = list(np.shape(subject))
+    if array.ndim == 2:
+        array = array[None]
+    if array.ndim != 3 or 0 in array.shape:
+        raise ValueError(f"subject must be a MASK [B, H, W] (or [H, W]), got shape {shape}")
+    if array.dtype == bool:
+        array = array.astype(np.uint8)
+    elif array.dtype == np.uint8:
+        array = (array > 127).astype(np.uint8)
+    elif np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating):
+        array = (np.nan_to_num(array) > 0.5).astype(np.uint8)
+    else:
+        raise TypeError(f"subject must hold bools or numbers, got dtype {array.dtype}")
+    if len(array) not in (1, frames):
+        raise ValueError(f"subject has {len(array)} masks but there are {frames} frames; give one mask per "
+                         "frame, or one for all")
+    if array.shape[1:] != (height, width):
+        mask_aspect, frame_aspect = array.shape[2] / array.shape[1], width / height
+        if abs(mask_aspect / frame_aspect - 1.0) > 0.01:
+            raise ValueError(f"subject masks are {array.shape[2]}x{array.shape[1]} but the frames are "
+                             f"{width}x{height}; give masks of the frames' size (or at least their aspect ratio)")
+        LOGGER.info("subject masks resized from %dx%d to the frames' %dx%d", array.shape[2], array.shape[1],
+                    width, height)
+        array = np.stack([cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST) for mask in array])
+    return array.astype(bool)
 
 
-def _detect_corners(gray, sensitivity, min_distance, live, limit):
-    """Shi-Tomasi corners, refined to sub-pixel accuracy."""
+@dataclass
+class _Frame:
+    """A frame waiting for its successor (motion is measured toward it)."""
+
+    index: int
+    gray: np.ndarray
+    subject: np.ndarray | None
+    shot_start: bool
+
+
+@dataclass
+class _Lost:
+    """Tracks lost by the follower, waiting to be found again: column ids, predicted points
+    (OpenCV convention), last frame-to-frame moves and the frame they were lost in."""
+
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    points: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
+    steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
+    since: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def select(self, keep: np.ndarray) -> None:
+        """Keep only the entries where ``keep`` is true."""
+        self.ids, self.points, self.steps, self.since = (self.ids[keep], self.points[keep], self.steps[keep],
+                                                         self.since[keep])
+
+    def advance(self, frame: int) -> None:
+        """One frame on: entries older than ``REACQUIRE_FRAMES`` go, the rest move on at their last speed."""
+        self.select(frame - self.since <= REACQUIRE_FRAMES)
+        self.points = self.points + self.steps
+
+    def add(self, ids: np.ndarray, points: np.ndarray, steps: np.ndarray, frame: int) -> None:
+        self.ids = np.concatenate([self.ids, ids])
+        self.points = np.concatenate([self.points, points]).astype(np.float32)
+        self.steps = np.concatenate([self.steps, steps]).astype(np.float32)
+        self.since = np.concatenate([self.since, np.full(len(ids), frame)])
+
+
+def _rank(count: int) -> np.ndarray:
+    """1 for the first of ``count`` candidates (strongest) down to just above 0 for the last."""
+    return 1.0 - np.arange(count, dtype=np.float64) / max(count, 1)
+
+
+def _in_region(points: np.ndarray, region: np.ndarray | None) -> np.ndarray:
+    """bool [n]: which points (OpenCV pixel centres) lie on a nonzero pixel of ``region``."""
+    if region is None:
+        return np.ones(len(points), bool)
+    height, width = region.shape
+    x = np.clip(np.rint(points[:, 0]).astype(np.int64), 0, width - 1)
+    y = np.clip(np.rint(points[:, 1]).astype(np.int64), 0, height - 1)
+    return region[y, x] > 0
+
+
+def _corner_candidates(gray, sensitivity, min_distance, region):
+    """Shi-Tomasi corners, strongest first."""
     quality = 0.1 ** (1.0 + 2.0 * sensitivity)  # 0.1 (strict) .. 0.001 (sensitive)
-    corners = cv2.goodFeaturesToTrack(gray, maxCorners=0, qualityLevel=quality,
-                                      minDistance=max(min_distance, 1.0), blockSize=3)
-    if corners is None:
-        return np.zeros((0, 2), np.float32)
-    corners = corners.reshape(-1, 2)
-    chosen = _select(corners, -np.arange(len(corners), dtype=np.float32), live, min_distance, limit)
-    if len(chosen) == 0:
-        return chosen
-    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
-    return cv2.cornerSubPix(gray, chosen.reshape(-1, 1, 2), (5, 5), (-1, -1), criteria).reshape(-1, 2)
+    corners = cv2.goodFeaturesToTrack(gray, maxCorners=0, qualityLevel=quality, minDistance=max(min_distance, 1.0),
+                                      blockSize=3, mask=region)
+    return np.zeros((0, 2), np.float32) if corners is None else corners.reshape(-1, 2)
 
 
-def _detect_blobs(gray, sensitivity, min_distance, live, limit):
+def _blob_candidates(gray, sensitivity, min_distance, region):
     """OpenCV blobs of either polarity, largest first."""
     params = cv2.SimpleBlobDetector_Params()
     params.filterByColor = False
@@ -89,35 +185,69 @@ def _detect_blobs(gray, sensitivity, min_distance, live, limit):
     params.minDistBetweenBlobs = max(min_distance, 1.0)
     keypoints = cv2.SimpleBlobDetector_create(params).detect(gray)
     points = np.array([kp.pt for kp in keypoints], np.float32).reshape(-1, 2)
-    sizes = np.array([kp.size for kp in keypoints], np.float32)
-    return _select(points, sizes, live, min_distance, limit)
+    order = np.argsort([-kp.size for kp in keypoints], kind="stable")
+    points = points[order]
+    return points[_in_region(points, region)]
 
 
-def _detect_bright(gray, sensitivity, min_distance, live, limit):
-    """Bright spots at their intensity-weighted centroids, brightest mass first."""
-    level = round(255.0 * (0.9 - 0.6 * sensitivity))  # 230 (strict) .. 77 (sensitive)
-    count, labels = cv2.connectedComponents((gray > level).astype(np.uint8), connectivity=8)
-    inside = np.flatnonzero(labels)
-    label = labels.ravel()[inside]
-    weight = gray.ravel()[inside].astype(np.float64)
-    rows, cols = np.divmod(inside, gray.shape[1])
-    mass = np.bincount(label, weight, count)[1:]
-    x = np.bincount(label, weight * cols, count)[1:] / mass
-    y = np.bincount(label, weight * rows, count)[1:] / mass
-    points = np.stack([x, y], axis=1).astype(np.float32)
-    return _select(points, mass.astype(np.float32), live, min_distance, limit)
+@dataclass(frozen=True)
+class _Spots:
+    """Bright spots of one frame: a label image and each label's weighted centroid and mass."""
+
+    labels: np.ndarray
+    centroids: np.ndarray  # float32 [count, 2], row 0 (background) unused
+    mass: np.ndarray
+
+    @classmethod
+    def find(cls, gray: np.ndarray, sensitivity: float) -> "_Spots":
+        level = round(255.0 * (0.9 - 0.6 * sensitivity))  # 230 (strict) .. 77 (sensitive)
+        count, labels = cv2.connectedComponents((gray > level).astype(np.uint8), connectivity=8)
+        inside = np.flatnonzero(labels)
+        label = labels.ravel()[inside]
+        weight = gray.ravel()[inside].astype(np.float64)
+        rows, cols = np.divmod(inside, gray.shape[1])
+        mass = np.bincount(label, weight, count)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            centroids = np.stack([np.bincount(label, weight * cols, count) / mass,
+                                  np.bincount(label, weight * rows, count) / mass], axis=1)
+        return cls(labels, np.nan_to_num(centroids).astype(np.float32), mass)
+
+    def candidates(self, region) -> np.ndarray:
+        """Spot centroids, heaviest first."""
+        order = 1 + np.argsort(-self.mass[1:], kind="stable")
+        points = self.centroids[order]
+        return points[_in_region(points, region)]
+
+    def follow(self, predicted: np.ndarray, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each predicted point matched to a spot centroid within its ``reach`` [n] pixels, nearest
+        pairs first, one point per spot; returns (positions, matched)."""
+        positions = predicted.copy()
+        matched = np.zeros(len(predicted), bool)
+        centroids = self.centroids[1:]
+        if len(predicted) == 0 or len(centroids) == 0:
+            return positions, matched
+        pairs = cKDTree(predicted).sparse_distance_matrix(cKDTree(centroids), float(reach.max()),
+                                                          output_type="ndarray")
+        pairs = pairs[pairs["v"] <= reach[pairs["i"]]]
+        taken = np.zeros(len(centroids), bool)
+        for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
+            if not matched[point] and not taken[spot]:
+                matched[point], taken[spot] = True, True
+                positions[point] = centroids[spot]
+        return positions, matched
 
 
-_DETECTORS = {"corners": _detect_corners, "blobs": _detect_blobs, "bright": _detect_bright}
-
-
-def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray):
-    """LK-tracked positions and a mask of points that passed every check."""
+def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
+            window: int = _LK_WINDOW):
+    """LK-tracked positions (starting from ``guess``, ``window`` pixels square) and a mask of points
+    that passed every check."""
     if len(points) == 0:
         return points, np.zeros(0, bool)
-    start = points.reshape(-1, 1, 2)
-    forward, status_f, _ = cv2.calcOpticalFlowPyrLK(previous, current, start, None, **_LK_PARAMS)
-    back, status_b, _ = cv2.calcOpticalFlowPyrLK(current, previous, forward, None, **_LK_PARAMS)
+    start = np.ascontiguousarray(points.reshape(-1, 1, 2))
+    params = dict(winSize=(window, window), flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **_LK_PARAMS)
+    forward, status_f, _ = cv2.calcOpticalFlowPyrLK(previous, current, start, guess.reshape(-1, 1, 2).copy(),
+                                                    **params)
+    back, status_b, _ = cv2.calcOpticalFlowPyrLK(current, previous, forward, start.copy(), **params)
     forward, back = forward.reshape(-1, 2), back.reshape(-1, 2)
     height, width = current.shape
     ok = (status_f.ravel() == 1) & (status_b.ravel() == 1)
@@ -127,8 +257,8 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray):
     return forward, ok
 
 
-def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks) -> None:
-    if method not in _DETECTORS:
+def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks, motion_preference):
+    if method not in METHODS:
         raise ValueError(f"method {method!r} is not known; use one of {', '.join(METHODS)}")
     if max_points < 1:
         raise ValueError(f"max_points must be >= 1, got {max_points}")
@@ -138,122 +268,368 @@ def _check_params(max_points, min_distance, sensitivity, method, redetect_interv
         raise ValueError(f"sensitivity must lie in 0..1, got {sensitivity}")
     if redetect_interval < 1:
         raise ValueError(f"redetect_interval must be >= 1 frame, got {redetect_interval}")
-    if max_tracks is not None and max_tracks < max_points:
-        raise ValueError(f"max_tracks ({max_tracks}) must be >= max_points ({max_points})")
+    if max_tracks < 0 or 0 < max_tracks < max_points:
+        raise ValueError(f"max_tracks ({max_tracks}) must be 0 (no limit) or >= max_points ({max_points})")
+    if not 0.0 <= motion_preference <= 1.0:
+        raise ValueError(f"motion_preference must lie in 0..1, got {motion_preference}")
 
 
 class TrackDetector:
-    """Incremental detection and following, one frame at a time.
+    """Detection, following and finishing, one frame at a time (see the module docstring).
 
-    Same parameters and results as :func:`detect_tracks` (``max_tracks=None``
-    means no column cap), but frames are fed one by one, so a video of any
-    length streams through in constant memory (apart from two floats per
-    track column ever started).
+    Feed frames with :meth:`push` and call :meth:`finish` after the last one;
+    both return the finished :class:`~.finish.TrackFrame` objects that are
+    ready, in frame order, each ``lookahead`` frames after its frame went in.
+    A video of any length streams through in constant memory (apart from two
+    floats per track column ever started).
+
+    Args:
+        max_points: most points live at once.
+        min_distance: pixels between new points, and from new points to live ones.
+        sensitivity: 0..1; higher finds weaker corners, smaller blobs, dimmer spots.
+        method: "corners" (Shi-Tomasi), "blobs" (OpenCV blob detector, bright or
+            dark), "bright" (bright spots at their centroids, re-centred every
+            frame) or "motion" (corners on what moves, camera motion taken out).
+        redetect_interval: look for new points at least every this many frames.
+        max_tracks: most track columns in the clip, 0 = no limit. When it is
+            reached no new track starts (a warning is logged and
+            :attr:`limit_frame` says where).
+        min_track_length: tracks seen in fewer frames are not shown.
+        fade_frames: births and deaths fade over this many frames (0 = pop).
+        motion_preference: 0..1; how strongly new points go to moving pixels
+            rather than static ones (1: every moving candidate first).
+        cut_threshold: 0..1 colour-histogram distance that makes a scene cut
+            (see :mod:`.cuts`); 0 = no cut detection.
 
     Example::
 
-        detector = TrackDetector(method="bright")
+        detector = TrackDetector(method="motion")
         for frame in frames:
-            positions, visible = detector.update(frame)
+            for finished in detector.push(frame):
+                draw(finished.positions[finished.visible])
+        for finished in detector.finish():
+            draw(finished.positions[finished.visible])
     """
 
     def __init__(self, max_points: int = 100, min_distance: float = 20.0, sensitivity: float = 0.5,
-                 method: str = "corners", redetect_interval: int = 5, max_tracks: int | None = None):
-        _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks)
+                 method: str = "corners", redetect_interval: int = 5, max_tracks: int = 0,
+                 min_track_length: int = DEFAULT_MIN_TRACK_LENGTH, fade_frames: int = DEFAULT_FADE_FRAMES,
+                 motion_preference: float = 0.5, cut_threshold: float = DEFAULT_CUT_THRESHOLD):
+        _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks,
+                      motion_preference)
         self.max_points, self.min_distance, self.sensitivity = max_points, min_distance, sensitivity
-        self.redetect_interval, self.max_tracks = redetect_interval, max_tracks
-        self._detector = _DETECTORS[method]
+        self.method, self.redetect_interval, self.max_tracks = method, redetect_interval, max_tracks
+        self.motion_preference = motion_preference
+        self._cuts = CutDetector(cut_threshold)
+        self._finisher = TrackFinisher(min_track_length, fade_frames, BRIDGE_FRAMES)
         self._positions = np.zeros((0, 2), np.float32)  # our pixel convention, last known per column
         self._live_ids = np.zeros(0, np.int64)
         self._live_points = np.zeros((0, 2), np.float32)  # OpenCV convention (centres on integers)
-        self._previous = None
+        self._live_speed = np.zeros(0, np.float32)  # running own motion, pixels per frame
+        self._live_step = np.zeros((0, 2), np.float32)  # last frame-to-frame move
+        self._lost = _Lost()
+        self._pending: _Frame | None = None
+        self._previous: np.ndarray | None = None  # gray of the last processed frame
+        self._camera: np.ndarray | None = None  # camera motion from the last processed frame to the next
+        self._starved = False  # the last detection ran out of candidates
         self.frame_index = 0
+        self.cuts: list[int] = []
+        self.limit_frame: int | None = None
 
     @property
     def track_count(self) -> int:
         """Columns started so far."""
         return len(self._positions)
 
-    def _room(self) -> int:
-        """How many new tracks may start now."""
-        room = self.max_points - len(self._live_ids)
-        if self.max_tracks is not None:
-            room = min(room, self.max_tracks - self.track_count)
-        return room
+    @property
+    def lookahead(self) -> int:
+        """Frames between a frame going in and its tracks coming out."""
+        return 1 + self._finisher.lookahead
 
-    def _gray(self, frame) -> np.ndarray:
-        """Gray of one RGB frame, checked against the first frame's size."""
+    def push(self, frame, subject=None) -> list[TrackFrame]:
+        """Add the next RGB frame [H, W, 3] (uint8, or float in 0..1) and, optionally, its subject
+        mask (bool [H, W]); returns the frames whose tracks are now finished."""
         array = _check_frames(frame)
         if len(array) != 1:
-            raise ValueError(f"update takes one frame [H, W, 3], got shape {list(array.shape)}")
-        gray = _gray(array[0])
-        if self._previous is not None and gray.shape != self._previous.shape:
+            raise ValueError(f"push takes one frame [H, W, 3], got shape {list(array.shape)}")
+        rgb = _uint8(array[0])
+        gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+        reference = self._pending.gray if self._pending is not None else self._previous
+        if reference is not None and gray.shape != reference.shape:
             raise ValueError(f"frame {self.frame_index} is {gray.shape[1]}x{gray.shape[0]} but earlier frames "
-                             f"are {self._previous.shape[1]}x{self._previous.shape[0]}; all frames must "
-                             "have one size")
-        return gray
+                             f"are {reference.shape[1]}x{reference.shape[0]}; all frames must have one size")
+        if subject is not None and np.shape(subject) != gray.shape:
+            raise ValueError(f"subject mask of frame {self.frame_index} has shape {list(np.shape(subject))}, "
+                             f"expected {list(gray.shape)} (the frame's height and width)")
+        cut = self._cuts.is_cut(rgb)
+        if cut:
+            self.cuts.append(self.frame_index)
+        incoming = _Frame(self.frame_index, gray, None if subject is None else np.asarray(subject, bool),
+                          self.frame_index == 0 or cut)
+        self.frame_index += 1
+        done = [] if self._pending is None else self._advance(incoming)
+        self._pending = incoming
+        return done
 
-    def update(self, frame) -> tuple[np.ndarray, np.ndarray]:
-        """Follow live points into ``frame`` (RGB [H, W, 3]) and maybe detect new ones.
+    def finish(self) -> list[TrackFrame]:
+        """The tracks of the frames still held; call once, after the last frame."""
+        done = [] if self._pending is None else self._advance(None)
+        self._pending = None
+        return done + self._finisher.finish()
 
-        Returns ``(positions, visible)``: float32 ``[N_total, 2]`` (a copy; hidden
-        columns hold their last known position) and bool ``[N_total]``, where
-        ``N_total`` counts every column started so far. Columns are only ever
-        appended, so column ``n`` is the same track in every frame.
-        """
-        gray = self._gray(frame)
-        if self._previous is not None:
-            points, ok = _follow(self._previous, gray, self._live_points)
-            self._live_ids, self._live_points = self._live_ids[ok], points[ok]
-        self._previous = gray
-        room = self._room()
-        if self.frame_index % self.redetect_interval == 0 and room > 0:
-            fresh = self._detector(gray, self.sensitivity, self.min_distance, self._live_points, room)
-            start = self.track_count
-            self._live_ids = np.concatenate([self._live_ids, np.arange(start, start + len(fresh))])
-            self._live_points = np.concatenate([self._live_points, fresh]).astype(np.float32)
-            self._positions = np.concatenate([self._positions, np.zeros((len(fresh), 2), np.float32)])
+    def _advance(self, following: _Frame | None) -> list[TrackFrame]:
+        """Track the pending frame, now that the frame after it (or the clip's end) is known."""
+        frame = self._pending
+        ahead = following is not None and not following.shot_start
+        if ahead:
+            motion = measure_motion(frame.gray, following.gray)
+        elif not frame.shot_start:
+            motion = measure_motion(frame.gray, self._previous)  # the shot ends: what moved coming in
+        else:
+            motion = None
+        positions, visible = self._track(frame, following, motion)
+        self._camera = motion.matrix if ahead else None
+        self._previous = frame.gray
+        return self._finisher.push(positions, visible, frame.shot_start)
+
+    def _track(self, frame: _Frame, following: _Frame | None, motion: MotionFrame | None):
+        """Follow, detect; the frame's raw positions (our convention) and visibility per column."""
+        spots = _Spots.find(frame.gray, self.sensitivity) if self.method == "bright" else None
+        if frame.shot_start:
+            self._end_all()
+        else:
+            self._follow_live(frame, spots)
+        live = len(self._live_ids)
+        due = (frame.shot_start or frame.index % self.redetect_interval == 0
+               or (live < REFILL_SHARE * self.max_points and not self._starved))
+        if due and (live < self.max_points or self.motion_preference > 0):
+            self._detect(frame, following, motion, spots)
         self._positions[self._live_ids] = self._live_points + 0.5  # OpenCV's pixel centres are integers
         visible = np.zeros(self.track_count, bool)
         visible[self._live_ids] = True
-        self.frame_index += 1
         return self._positions.copy(), visible
 
+    def _end_all(self) -> None:
+        """A new shot: every track ends, none waits to be found again."""
+        self._live_ids, self._live_points = np.zeros(0, np.int64), np.zeros((0, 2), np.float32)
+        self._live_speed, self._live_step = np.zeros(0, np.float32), np.zeros((0, 2), np.float32)
+        self._lost = _Lost()
 
-def detect_tracks(frames, max_points: int = 100, min_distance: float = 20.0, sensitivity: float = 0.5,
-                  method: str = "corners", redetect_interval: int = 5, point_size: float = 16.0,
-                  max_tracks: int | None = None) -> Tracks:
-    """Detect points in ``frames`` and follow them; returns :class:`Tracks`.
+    def _carry(self, points: np.ndarray) -> np.ndarray:
+        """Points moved by the camera motion into the frame being tracked."""
+        if self._camera is None or len(points) == 0:
+            return points.copy()
+        return (points @ self._camera[:, :2].T + self._camera[:, 2]).astype(np.float32)
+
+    def _follow_live(self, frame: _Frame, spots: _Spots | None) -> None:
+        """Move live points into ``frame``; the ones that fail wait in the lost pool."""
+        guess = self._carry(self._live_points)
+        if spots is not None:
+            reach = max(_SPOT_REACH, 0.5 * self.min_distance)
+            unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
+            points, ok = spots.follow(self._live_points + self._live_step, np.where(unknown, 2 * reach, reach))
+        else:
+            points, ok = _follow(self._previous, frame.gray, self._live_points, guess)
+        if frame.subject is not None:
+            reach = max(3, round(0.01 * max(frame.gray.shape)))
+            near = cv2.dilate(frame.subject.astype(np.uint8), np.ones((2 * reach + 1,) * 2, np.uint8))
+            ok &= _in_region(points, near)
+        own = np.hypot(*(points - guess).T)
+        self._live_speed = ((1 - _STILL_MEMORY) * self._live_speed + _STILL_MEMORY * own).astype(np.float32)
+        still = ok & (self._live_speed < STILL_SPEED) if self.method == "motion" else np.zeros(len(ok), bool)
+        lost = ~ok
+        self._lost.advance(frame.index)
+        self._lost.add(self._live_ids[lost], (self._live_points + self._live_step)[lost], self._live_step[lost],
+                       frame.index)
+        kept = ok & ~still
+        self._live_step = (points - self._live_points)[kept].astype(np.float32)
+        self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
+        self._live_speed = self._live_speed[kept]
+
+    def _moving(self, points: np.ndarray, frame: _Frame, following: _Frame | None,
+                motion: MotionFrame | None) -> np.ndarray:
+        """bool [n]: candidates on moving pixels that also move themselves, camera motion taken out,
+        by at least twice ``STILL_SPEED`` on the way to the next frame (where it is known)."""
+        if motion is None or len(points) == 0:
+            return np.zeros(len(points), bool)
+        moving = motion.level_at(points) > MOVING_LEVEL
+        if following is None or following.shot_start or not moving.any():
+            return moving
+        start = points[moving]
+        carried = (start @ motion.matrix[:, :2].T + motion.matrix[:, 2]).astype(np.float32)
+        ahead, ok = _follow(frame.gray, following.gray, start, carried, _LK_TEST_WINDOW)
+        moving[moving] = ok & (np.hypot(*(ahead - carried).T) >= 2 * STILL_SPEED)
+        return moving
+
+    def _candidates(self, frame: _Frame, following: _Frame | None, motion: MotionFrame | None,
+                    spots: _Spots | None) -> tuple[np.ndarray, np.ndarray]:
+        """New-point candidates of the method inside the subject, best first (OpenCV convention),
+        and which of them move."""
+        region = None if frame.subject is None else frame.subject.astype(np.uint8)
+        if self.method == "motion":
+            if motion is None:
+                return np.zeros((0, 2), np.float32), np.zeros(0, bool)
+            moving = motion.moving_mask(frame.gray.shape).astype(np.uint8)
+            region = moving if region is None else region & moving
+        if self.method == "bright":
+            points = spots.candidates(region)
+        elif self.method == "blobs":
+            points = _blob_candidates(frame.gray, self.sensitivity, self.min_distance, region)
+        else:
+            points = _corner_candidates(frame.gray, self.sensitivity, self.min_distance, region)
+        points = points.astype(np.float32)
+        if self.method != "motion" and self.motion_preference == 0:
+            return points, np.zeros(len(points), bool)
+        moving = self._moving(points, frame, following, motion)
+        if self.method == "motion":
+            return points[moving], moving[moving]
+        order = np.argsort(-(_rank(len(points)) + 2.0 * moving), kind="stable")
+        return points[order], moving[order]
+
+    def _make_room(self, candidates: np.ndarray, moving: np.ndarray, room: int) -> int:
+        """Let static tracks go for moving candidates that find no room, as ``motion_preference`` allows
+        (static tracks keep at least (1 - preference) x ``max_points``); returns the new room."""
+        waiting = int(np.count_nonzero(moving)) - room
+        still = np.flatnonzero(self._live_speed < STILL_SPEED)
+        spare = len(still) - int(np.ceil((1.0 - self.motion_preference) * self.max_points))
+        release = min(waiting, spare)
+        if release <= 0:
+            return room
+        gone = still[np.argsort(self._live_speed[still], kind="stable")[:release]]
+        keep = np.ones(len(self._live_ids), bool)
+        keep[gone] = False
+        self._live_ids, self._live_points = self._live_ids[keep], self._live_points[keep]
+        self._live_speed, self._live_step = self._live_speed[keep], self._live_step[keep]
+        return room + release
+
+    def _detect(self, frame: _Frame, following: _Frame | None, motion: MotionFrame | None,
+                spots: _Spots | None) -> None:
+        """Add points where none are: lost tracks found again first, then new tracks (moving ones
+        before static ones when ``motion_preference`` > 0)."""
+        room = self.max_points - len(self._live_ids)
+        candidates, moving = self._candidates(frame, following, motion, spots)
+        if self.method != "motion" and self.motion_preference > 0:
+            free = self._away_from_live(candidates)
+            room = self._make_room(candidates[free], moving[free], room)
+        free = self._away_from_live(candidates)
+        candidates = candidates[free]
+        if room <= 0:
+            return
+        chosen = np.zeros(len(candidates), bool)
+        owner = np.full(len(candidates), -1, np.int64)
+        taken = 0
+        lost = self._lost
+        if len(lost.ids) and len(candidates):
+            radius = max(2.0, 0.5 * self.min_distance)
+            distance, index = cKDTree(candidates).query(lost.points, k=1, distance_upper_bound=radius)
+            for entry in np.argsort(distance, kind="stable"):
+                if taken == room or not np.isfinite(distance[entry]):
+                    break
+                if chosen[index[entry]] or self._crowded(candidates, chosen, index[entry]):
+                    continue
+                chosen[index[entry]] = True
+                owner[index[entry]] = lost.ids[entry]
+                taken += 1
+        for candidate in range(len(candidates)):
+            if taken == room:
+                break
+            if chosen[candidate] or self._crowded(candidates, chosen, candidate):
+                continue
+            chosen[candidate] = True
+            taken += 1
+        self._starved = taken < room
+        found = owner[chosen] >= 0
+        back = owner[chosen][found]
+        if len(back):
+            self._lost.select(~np.isin(self._lost.ids, back))
+        fresh = candidates[chosen][~found]
+        if self.max_tracks and self.track_count + len(fresh) > self.max_tracks:
+            allowed = self.max_tracks - self.track_count
+            if self.limit_frame is None:
+                self.limit_frame = frame.index
+                LOGGER.warning("max_tracks=%d reached at frame %d: no new tracks start after it (raise "
+                               "max_tracks, or set it to 0 for no limit)", self.max_tracks, frame.index)
+            fresh = fresh[:allowed]
+        if len(fresh) and self.method in ("corners", "motion"):
+            criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
+            fresh = cv2.cornerSubPix(frame.gray, fresh.reshape(-1, 1, 2).copy(), (5, 5), (-1, -1),
+                                     criteria).reshape(-1, 2)
+        start = self.track_count
+        ids = np.concatenate([back, np.arange(start, start + len(fresh))])
+        points = np.concatenate([candidates[chosen][found], fresh]).astype(np.float32)
+        self._positions = np.concatenate([self._positions, np.zeros((len(fresh), 2), np.float32)])
+        self._live_ids = np.concatenate([self._live_ids, ids])
+        self._live_points = np.concatenate([self._live_points, points]).astype(np.float32)
+        self._live_speed = np.concatenate([self._live_speed, np.full(len(ids), 4 * STILL_SPEED, np.float32)])
+        self._live_step = np.concatenate([self._live_step, np.zeros((len(ids), 2), np.float32)])
+
+    def _away_from_live(self, candidates: np.ndarray) -> np.ndarray:
+        """bool [n]: candidates at least ``min_distance`` from every live point."""
+        if len(self._live_points) == 0 or len(candidates) == 0:
+            return np.ones(len(candidates), bool)
+        nearest, _ = cKDTree(self._live_points).query(candidates, k=1)
+        return nearest >= self.min_distance
+
+    def _crowded(self, candidates: np.ndarray, chosen: np.ndarray, index: int) -> bool:
+        """Whether candidate ``index`` is closer than ``min_distance`` to an already chosen one."""
+        if not chosen.any() or self.min_distance <= 0:
+            return False
+        return bool(np.min(np.hypot(*(candidates[chosen] - candidates[index]).T)) < self.min_distance)
+
+
+def track_clip(frames, detector: TrackDetector, point_size: float = 16.0, subject=None) -> Tracks:
+    """Run ``detector`` over ``frames`` (a batch, or any iterable of frames) and return :class:`Tracks`.
+
+    ``subject``: optional MASK batch (see :func:`subject_masks`) limiting where
+    points go. ``point_size`` is written to ``track_size`` (box width and
+    height, pixels). Only columns shown at least once are kept (renumbered in
+    order); hidden slots hold the track's nearest shown position.
+    """
+    if not point_size >= 0:
+        raise ValueError(f"point_size must be >= 0 pixels, got {point_size}")
+    if isinstance(frames, np.ndarray) or hasattr(frames, "shape"):
+        frames = _check_frames(frames)
+    masks = None
+    if subject is not None:
+        if not hasattr(frames, "shape"):
+            raise TypeError("a subject mask needs the frames as one batch [B, H, W, 3]")
+        masks = subject_masks(subject, *frames.shape[:3])
+    finished: list[TrackFrame] = []
+    for index, frame in enumerate(frames):
+        mask = None if masks is None else masks[index if len(masks) > 1 else 0]
+        finished += _compact(detector.push(frame, mask))
+    finished += _compact(detector.finish())
+    count = detector.track_count
+    path = np.zeros((len(finished), count, 2), np.float32)
+    visible = np.zeros((len(finished), count), bool)
+    opacity = np.zeros((len(finished), count), np.float32)
+    for t, (columns, points, alpha) in enumerate(finished):
+        path[t, columns], visible[t, columns], opacity[t, columns] = points, True, alpha
+    used = np.flatnonzero(visible.any(axis=0))
+    visible, opacity = visible[:, used], opacity[:, used]
+    path = fill_hidden(path[:, used], visible)
+    LOGGER.info("tracked %d frame(s): %d track(s) shown of %d followed, %d scene cut(s)%s", len(finished),
+                len(used), count, len(detector.cuts),
+                f" at frame(s) {', '.join(map(str, detector.cuts))}" if detector.cuts else "")
+    return Tracks(path, visible, np.full(path.shape, point_size, np.float32), opacity=opacity,
+                  name="detected tracks")
+
+
+def _compact(frames: list[TrackFrame]) -> list[tuple]:
+    """(shown columns, their positions, their opacity) per finished frame."""
+    return [(np.flatnonzero(f.visible), f.positions[f.visible], f.opacity[f.visible]) for f in frames]
+
+
+def detect_tracks(frames, point_size: float = 16.0, subject=None, **params) -> Tracks:
+    """Detect points in ``frames`` and follow them; returns :class:`Tracks` with ``track_opacity``.
 
     Args:
         frames: RGB [B, H, W, 3] (or one [H, W, 3]) as uint8 or float in 0..1
             (NumPy, or torch on the CPU).
-        max_points: most points visible at once.
-        min_distance: new points keep this many pixels from live points and each other.
-        sensitivity: 0..1; higher finds weaker corners, smaller blobs, dimmer spots.
-        method: "corners" (Shi-Tomasi), "blobs" (OpenCV blob detector, bright or
-            dark) or "bright" (bright spots, intensity-weighted centroids).
-        redetect_interval: detect new points every this many frames (1 = every frame).
         point_size: box width and height written to ``track_size``, in pixels.
-        max_tracks: most columns in the clip (default ``4 * max_points``); once
-            reached, no new tracks start.
+        subject: optional MASK [B, H, W] or [H, W]: points only there.
+        **params: :class:`TrackDetector`'s parameters (its defaults otherwise).
 
-    Invisible slots hold the track's nearest known position. Deterministic.
-    Frame by frame, this is :class:`TrackDetector`.
+    Deterministic. Frame by frame, this is :class:`TrackDetector`.
     """
-    max_tracks = 4 * max_points if max_tracks is None else max_tracks
-    if not point_size >= 0:
-        raise ValueError(f"point_size must be >= 0 pixels, got {point_size}")
-    detector = TrackDetector(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks)
-    frames = _check_frames(frames)
-    path = np.zeros((len(frames), max_tracks, 2), np.float32)
-    visible = np.zeros((len(frames), max_tracks), bool)
-    for t, frame in enumerate(frames):
-        positions, flags = detector.update(frame)
-        path[t, :len(positions)] = positions
-        visible[t, :len(flags)] = flags
-    used = detector.track_count
-    visible = visible[:, :used]
-    path = fill_hidden(path[:, :used], visible)
-    size = np.full(path.shape, point_size, np.float32)
-    return Tracks(path, visible, size, name="detected tracks")
+    return track_clip(frames, TrackDetector(**params), point_size, subject)

@@ -46,6 +46,8 @@ def tracks_to_json(tracks) -> str:
         document["size"] = _short_floats(tracks.size)
     if tracks.confidence is not None:
         document["confidence"] = _short_floats(tracks.confidence)
+    if tracks.opacity is not None:
+        document["opacity"] = _short_floats(tracks.opacity)
     return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
@@ -89,10 +91,11 @@ def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
     if not np.all((visible == 0) | (visible == 1)):
         raise ValueError(f"{source}: 'visible' must hold only 0 and 1")
     optional = {}
-    for key, tail in (("size", (2,)), ("confidence", ())):
+    for key, tail in (("size", (2,)), ("confidence", ()), ("opacity", ())):
         if document.get(key) is not None:
             optional[key] = _json_array(document, key, (frames, count) + tail, source, np.float64)
-    return Tracks(path, visible, optional.get("size"), optional.get("confidence"), name=source)
+    return Tracks(path, visible, optional.get("size"), optional.get("confidence"), optional.get("opacity"),
+                  name=source)
 
 
 def save_tracks_json(tracks, path: str | os.PathLike) -> None:
