@@ -26,6 +26,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from trackoverlay.utils.core.log import LOGGER
 from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from trackoverlay.utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
+from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths
 from trackoverlay.utils.graph.neighbours import MODES, GraphParams
 from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
 from trackoverlay.utils.tracks.demo import DemoClip
@@ -91,8 +92,8 @@ def add_detect_options(parser) -> None:
     group.add_argument("--detect-method", choices=METHODS, help="default: bright for the demo, else corners")
     group.add_argument("--max-points", type=int, default=100, metavar="N", help="most points tracked at once "
                        "(default: %(default)s)")
-    group.add_argument("--min-distance", type=float, default=20.0, metavar="PX", help="spacing of new points "
-                       "(default: %(default)s)")
+    group.add_argument("--min-distance", type=float, metavar="PX", help="spacing of new points (default: 20; "
+                       "the demo: its own)")
     group.add_argument("--sensitivity", type=float, default=0.5, metavar="F", help="0..1, higher finds more "
                        "(default: %(default)s)")
     group.add_argument("--redetect-interval", type=int, default=5, metavar="N", help="look for new points "
@@ -105,12 +106,12 @@ def add_graph_options(parser) -> None:
                        "within --radius (default: %(default)s)")
     group.add_argument("--k", type=int, default=3, metavar="N", help="neighbours per point (default: "
                        "%(default)s)")
-    group.add_argument("--radius", type=float, default=200.0, metavar="PX", help="link distance in radius mode "
-                       "(default: %(default)s)")
-    group.add_argument("--max-length", type=float, default=0.0, metavar="PX", help="drop longer links; 0 = "
-                       "no cap (default: %(default)s)")
-    group.add_argument("--delta-y-cap", type=float, default=0.0, metavar="PX", help="drop links rising or "
-                       "falling more; 0 = no cap (default: %(default)s)")
+    group.add_argument("--radius", type=float, metavar="SIZE", help="link distance in radius mode "
+                       f"(default: {look('radius')})")
+    group.add_argument("--max-length", type=float, metavar="SIZE", help="drop longer links; 0 = no cap "
+                       "(default: 0)")
+    group.add_argument("--delta-y-cap", type=float, metavar="SIZE", help="drop links rising or falling more; "
+                       "0 = no cap (default: 0)")
     group.add_argument("--degree-cap", type=int, default=0, metavar="N", help="most links per point; 0 = no "
                        "cap (default: %(default)s)")
     group.add_argument("--hysteresis", type=float, default=0.25, metavar="F", help="0..1 (below 1): existing "
@@ -118,9 +119,12 @@ def add_graph_options(parser) -> None:
 
 
 def add_style_options(parser) -> None:
+    parser.add_argument("--units", choices=("percent", "pixels"), default="percent", help="unit of every SIZE "
+                        "option: percent of the frame height (one look at any resolution) or pixels (default: "
+                        "%(default)s)")
     lines = parser.add_argument_group("line style")
     lines.add_argument("--no-lines", action="store_true", help="draw no links")
-    lines.add_argument("--line-width", type=float, default=1.5, metavar="PX", help="(default: %(default)s)")
+    lines.add_argument("--line-width", type=float, metavar="SIZE", help=f"(default: {look('line_width')})")
     lines.add_argument("--line-color", default="#FFFFFF", metavar="HEX", help="#RRGGBB or #RRGGBBAA "
                        "(default: %(default)s)")
     lines.add_argument("--line-color-end", default="#00E5FF", metavar="HEX", help="gradient end colour "
@@ -128,8 +132,8 @@ def add_style_options(parser) -> None:
     lines.add_argument("--gradient", action="store_true", help="fade each link from its start to its end colour")
     lines.add_argument("--line-opacity", type=float, default=0.65, metavar="F", help="0..1 (default: %(default)s)")
     lines.add_argument("--pattern", choices=LINE_PATTERNS, default="solid", help="(default: %(default)s)")
-    lines.add_argument("--dash-length", type=float, default=12.0, metavar="PX", help="(default: %(default)s)")
-    lines.add_argument("--gap-length", type=float, default=8.0, metavar="PX", help="(default: %(default)s)")
+    lines.add_argument("--dash-length", type=float, metavar="SIZE", help=f"(default: {look('dash_length')})")
+    lines.add_argument("--gap-length", type=float, metavar="SIZE", help=f"(default: {look('gap_length')})")
     lines.add_argument("--curve", choices=CURVE_KINDS, default="quadratic", help="(default: %(default)s)")
     lines.add_argument("--bend", type=float, default=0.2, metavar="F", help="-2..2, how far curves bow, as a "
                        "fraction of the link's length (default: %(default)s)")
@@ -138,12 +142,12 @@ def add_style_options(parser) -> None:
                        "colour per track, for lines and boxes (default: %(default)s)")
     boxes = parser.add_argument_group("box style")
     boxes.add_argument("--no-boxes", action="store_true", help="draw no boxes")
-    boxes.add_argument("--box-size", type=float, default=22.0, metavar="PX", help="width and height "
-                       "(default: %(default)s)")
+    boxes.add_argument("--box-size", type=float, metavar="SIZE", help="width and height "
+                       f"(default: {look('box_size')})")
     boxes.add_argument("--box-size-mode", choices=SIZE_MODES, default="fixed", help="track: sizes from the "
                        "tracks file (default: %(default)s)")
-    boxes.add_argument("--box-stroke", type=float, default=1.5, metavar="PX", help="outline width; 0 = none "
-                       "(default: %(default)s)")
+    boxes.add_argument("--box-stroke", type=float, metavar="SIZE", help="outline width; 0 = none "
+                       f"(default: {look('box_stroke')})")
     boxes.add_argument("--box-color", default="#FFFFFF", metavar="HEX", help="(default: %(default)s)")
     boxes.add_argument("--box-opacity", type=float, default=0.9, metavar="F", help="0..1 (default: %(default)s)")
     boxes.add_argument("--fill-opacity", type=float, default=0.12, metavar="F", help="0..1, 0 = hollow "
@@ -181,16 +185,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def overlay_spec(args) -> OverlaySpec:
-    """Graph and styles from the options (they validate themselves)."""
-    graph = GraphParams(mode=args.graph_mode, k=args.k, radius=args.radius, max_length=args.max_length,
-                        delta_y_cap=args.delta_y_cap, degree_cap=args.degree_cap, hysteresis=args.hysteresis)
+def look(name: str) -> str:
+    """A default length as the help shows it."""
+    return f"{DEFAULT_LOOK[name]:g}%% of the frame height"
+
+
+def overlay_spec(args, height: int) -> OverlaySpec:
+    """Graph and styles from the options for a frame ``height`` pixels tall (they validate themselves)."""
+    size = look_lengths(height, UNITS[0] if args.units == "pixels" else UNITS[1],
+                        **{name: getattr(args, name) for name in ("radius", "max_length", "delta_y_cap",
+                                                                  "line_width", "dash_length", "gap_length",
+                                                                  "box_size", "box_stroke")})
+    graph = GraphParams(mode=args.graph_mode, k=args.k, radius=size["radius"], max_length=size["max_length"],
+                        delta_y_cap=size["delta_y_cap"], degree_cap=args.degree_cap, hysteresis=args.hysteresis)
     lines = None if args.no_lines else LineStyle(
-        width=args.line_width, color=args.line_color, color_end=args.line_color_end, color_mode=args.color_mode,
-        gradient=args.gradient, opacity=args.line_opacity, pattern=args.pattern, dash_length=args.dash_length,
-        gap_length=args.gap_length, curve=args.curve, bend=args.bend, bend_side=args.bend_side)
+        width=size["line_width"], color=args.line_color, color_end=args.line_color_end,
+        color_mode=args.color_mode, gradient=args.gradient, opacity=args.line_opacity, pattern=args.pattern,
+        dash_length=size["dash_length"], gap_length=size["gap_length"], curve=args.curve, bend=args.bend,
+        bend_side=args.bend_side)
     boxes = None if args.no_boxes else BoxStyle(
-        size=args.box_size, size_mode=args.box_size_mode, stroke_width=args.box_stroke, color=args.box_color,
+        size=size["box_size"], size_mode=args.box_size_mode, stroke_width=size["box_stroke"], color=args.box_color,
         color_mode=args.color_mode, opacity=args.box_opacity, fill_opacity=args.fill_opacity,
         fill_color=args.fill_color, roundness=args.roundness, shape=args.box_shape,
         bracket_length=args.bracket_length)
@@ -229,18 +243,24 @@ def point_source(args, mode: str, source: FrameSource, tracks):
         return TrackPoints(tracks, name=f"tracks in {args.tracks}")
     if mode == "canvas":
         return DemoPoints(source.clip)
-    method = args.detect_method or ("bright" if mode == "demo" else "corners")
-    return DetectedPoints(TrackDetector(args.max_points, args.min_distance, args.sensitivity, method,
-                                        args.redetect_interval))
+    chosen = {"method": args.detect_method, "min_distance": args.min_distance}
+    defaults = source.clip.detect_params() if mode == "demo" else {}
+    params = {**defaults, **{name: value for name, value in chosen.items() if value is not None}}
+    return DetectedPoints(TrackDetector(args.max_points, sensitivity=args.sensitivity,
+                                        redetect_interval=args.redetect_interval, **params))
 
 
 def run(args) -> int:
     """Render as the options say; returns the number of frames written."""
-    spec = overlay_spec(args)
     tracks = None if args.tracks is None else load_tracks_json(args.tracks)
     mode = input_mode(args, tracks)
     source, default_output = open_source(args, mode, tracks)
-    points = point_source(args, mode, source, tracks)
+    try:
+        spec = overlay_spec(args, source.height)
+        points = point_source(args, mode, source, tracks)
+    except BaseException:
+        source.close()
+        raise
     renderer, info = make_renderer(args.backend)
     LOGGER.info("renderer: %s", info.selected)
     LOGGER.debug("backend:\n%s", info.describe())

@@ -1,6 +1,6 @@
 """Measure how good the tracks of a clip are: the numbers behind a stable overlay.
 
-    python examples/track_quality.py                          # the built-in demo, detected as Detect Tracks does
+    python examples/track_quality.py                          # the built-in demo, detected as the CLI does
     python examples/track_quality.py clip.mp4                 # any video, Detect Tracks' defaults
     python examples/track_quality.py clip.mp4 --method motion --max-points 60
     python examples/track_quality.py clip.mp4 --tracks tracks.json --mask-dir masks/ --cuts 49,101
@@ -8,7 +8,8 @@
     python examples/track_quality.py clip.mp4 --json quality.json
 
 For the clip's tracks (detected with ``detect_tracks``, whose every option is
-an option here, with --subject-dir as its subject masks, or read from
+an option here, defaulting as in Detect Tracks, or for the demo as in
+overlay_video.py, with --subject-dir as its subject masks, or read from
 --tracks) it prints:
 
   tracks started     tracks visible in at least one frame
@@ -135,7 +136,11 @@ def demo_report(tracks, clip: DemoClip, near: float) -> dict:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.input is None:  # the demo tracks with its own settings, unless told otherwise
+        parser.set_defaults(**DemoClip().detect_params())
+        args = parser.parse_args(argv)
     frames, clip = clip_frames(args)
     detect_ms = None
     if args.tracks:

@@ -12,8 +12,8 @@ from dataclasses import fields
 import numpy as np
 
 from ..utils.draw.display_list import DisplayList
+from ..utils.draw.units import UNITS, pixels_per_unit
 from ..utils.tracks.contract import POSITION_LIMIT, Tracks
-from .widgets import UNITS
 
 
 def _host_float32(value, name: str, kind: str) -> np.ndarray:
@@ -88,13 +88,6 @@ def common_length(**counts: int) -> int:
             raise ValueError(f"{longer[0][0]} has {longer[0][1]} frames but {name} has {count}: give equal "
                              "frame counts, or 1 frame to repeat it")
     return longer[0][1] if longer else 1
-
-
-def pixels_per_unit(units: str, height: int) -> float:
-    """Pixels per size unit: 1 for pixels, ``height`` / 100 for '% of frame height'."""
-    if units not in UNITS:
-        raise ValueError(f"units {units!r} is not one of {', '.join(UNITS)}")
-    return 1.0 if units == UNITS[0] else height / 100.0
 
 
 def unit_scale(units: str, reference, name: str = "reference") -> float:

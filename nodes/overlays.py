@@ -92,7 +92,7 @@ class LineLinks:
         params = engine_params(GraphParams, widgets, scale, self.SCALED_GRAPH)
         style = engine_params(LineStyle, widgets, scale, self.SCALED_LINE)
         tracks = normalize_tracks(tracks)
-        return (link_overlay(tracks.path, tracks.visibility, params, style),)
+        return (link_overlay(tracks.path, tracks.visibility, params, style, opacity=tracks.opacity),)
 
 
 def _bounding_box_overlay(boxes, style: BoxStyle) -> list:
@@ -145,7 +145,7 @@ class Boxes:
         scale = unit_scale(units, reference)
         style = engine_params(BoxStyle, {**widgets, "fill_color": fill_color.strip() or None}, scale, self.SCALED)
         tracks = normalize_tracks(tracks)
-        overlay = box_overlay(tracks.path, tracks.visibility, style, tracks.size)
+        overlay = box_overlay(tracks.path, tracks.visibility, style, tracks.size, tracks.opacity)
         if boxes is None:
             return (overlay,)
         extra = _bounding_box_overlay(boxes, style)

@@ -6,13 +6,13 @@ import os
 
 from ..utils.core.log import LOGGER
 from ..utils.tracks.contract import normalize_tracks
-from ..utils.tracks.detect import METHODS, detect_tracks
+from ..utils.tracks.detect import METHODS, TrackDetector, detect_tracks, track_clip
 from ..utils.tracks.from_mask import tracks_from_mask
 from ..utils.tracks.track_file import load_tracks_json, tracks_from_json, tracks_to_json
 from .adapters import image_array, input_path, mask_array, save_text_output, tracks_output
 from .widgets import CATEGORY, combo, defaults, float_input, int_input, socket, text
 
-_DETECT = defaults(detect_tracks)
+_DETECT = {**defaults(TrackDetector), **defaults(detect_tracks)}
 _MASK = defaults(tracks_from_mask)
 _TRACKS_OUT = "Tracks: track_path [T, N, 2] pixels and track_visibility [T, N] (core ComfyUI TRACKS), plus box sizes."
 
@@ -21,12 +21,14 @@ class DetectTracks:
     """Finds feature points in the frames and follows them with optical flow."""
 
     DISPLAY_NAME = "Detect Tracks"
-    DESCRIPTION = ("Finds points to track in the frames (corners, blobs or bright spots) and follows them "
-                   "from frame to frame with optical flow, re-detecting to fill gaps. CPU (OpenCV).")
+    DESCRIPTION = ("Finds points to track in the frames (corners, blobs, bright spots, or what moves) and "
+                   "follows them from frame to frame with optical flow. Re-detection fills gaps where no "
+                   "point is, lost points keep their id when found again, scene cuts start afresh, short "
+                   "tracks are dropped and births and deaths fade (track_opacity). CPU (OpenCV).")
     CATEGORY = CATEGORY
     RETURN_TYPES = ("TRACKS",)
     RETURN_NAMES = ("tracks",)
-    OUTPUT_TOOLTIPS = (_TRACKS_OUT,)
+    OUTPUT_TOOLTIPS = (_TRACKS_OUT + " Fades travel as track_opacity, honoured by Boxes and Line Links.",)
     FUNCTION = "detect"
 
     @classmethod
@@ -41,20 +43,47 @@ class DetectTracks:
                                        "0..1: higher finds weaker corners, smaller blobs, dimmer spots.",
                                        step=0.05),
             "method": combo(METHODS, _DETECT["method"],
-                            "corners: Shi-Tomasi corners; blobs: light or dark blobs; bright: bright spots."),
+                            "corners: Shi-Tomasi corners; blobs: light or dark blobs; bright: bright spots; "
+                            "motion: corners on what moves (camera pans and shake taken out); static "
+                            "points are let go."),
             "redetect_interval": int_input(_DETECT["redetect_interval"], 1, 10_000,
-                                           "Look for new points every this many frames (1 = every frame)."),
+                                           "Look for new points at least every this many frames (1 = every "
+                                           "frame); also whenever fewer than 90% of max_points are live."),
             "point_size": float_input(_DETECT["point_size"], 0.0, 10_000.0,
                                       "Box size stored with each track, in pixels (used by Boxes with "
                                       "size_mode 'track').", step=1.0),
+            "min_track_length": int_input(_DETECT["min_track_length"], 1, 10_000,
+                                          "Tracks seen in fewer frames are dropped (1 keeps all), so points "
+                                          "do not blink on for a frame or two."),
+            "fade_frames": int_input(_DETECT["fade_frames"], 0, 1_000,
+                                     "Boxes and links of a track fade in over its first and out over its "
+                                     "last this many frames (0 = pop). Not at scene cuts."),
+            "motion_preference": float_input(_DETECT["motion_preference"], 0.0, 1.0,
+                                             "0..1: how much of max_points points on moving things may take "
+                                             "over from static ones (new points go to moving pixels first); "
+                                             "0 = no preference.", step=0.05),
+            "cut_threshold": float_input(_DETECT["cut_threshold"], 0.0, 1.0,
+                                         "Colour change (0..1) between two frames that counts as a scene cut: "
+                                         "tracks end and the new shot is seeded on its first frame. 0 = off.",
+                                         step=0.05),
+            "max_tracks": int_input(_DETECT["max_tracks"], 0, 10_000_000,
+                                    "Most tracks in the whole clip; 0 = no limit. When reached, no new track "
+                                    "starts (you are told so)."),
+        }, "optional": {
+            "subject": socket("MASK", "Only track points on this mask (one per frame, or one for all), e.g. "
+                              "from a segmentation node; points that leave it end."),
         }}
 
-    def detect(self, image, max_points, min_distance, sensitivity, method, redetect_interval, point_size):
-        tracks = detect_tracks(image_array(image), max_points=max_points, min_distance=min_distance,
-                               sensitivity=sensitivity, method=method, redetect_interval=redetect_interval,
-                               point_size=point_size)
+    def detect(self, image, point_size, subject=None, **params):
+        detector = TrackDetector(**params)
+        tracks = track_clip(image_array(image), detector, point_size,
+                            None if subject is None else mask_array(subject, "subject"))
         LOGGER.info("Detect Tracks: %d tracks over %d frames", tracks.track_count, tracks.frame_count)
-        return (tracks_output(tracks),)
+        if detector.limit_frame is None:
+            return (tracks_output(tracks),)
+        message = (f"max_tracks={detector.max_tracks} was reached at frame {detector.limit_frame}: no new "
+                   "tracks start after it. Raise max_tracks, or set it to 0 for no limit.")
+        return {"ui": {"text": [message]}, "result": (tracks_output(tracks),)}
 
 
 class TracksFromMask:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+from ..utils.draw.units import UNITS
 from ..utils.raster.backend import BACKENDS
 
 CATEGORY = "Track Overlay"
 OVERLAY = "TRACK_OVERLAY"
-UNITS = ("pixels", "% of frame height")
 
 
 def defaults(function) -> dict:

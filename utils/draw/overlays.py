@@ -33,8 +33,13 @@ def _line_colors(style: LineStyle, id_a, id_b):
     return start * opacity, end * opacity
 
 
-def link_polylines(points: np.ndarray, track_ids: np.ndarray, edges: np.ndarray, style: LineStyle) -> Polylines:
-    """Curves for ``edges`` (index pairs into ``points``), drawn from the lower track id."""
+def link_polylines(points: np.ndarray, track_ids: np.ndarray, edges: np.ndarray, style: LineStyle,
+                   opacity: np.ndarray | None = None) -> Polylines:
+    """Curves for ``edges`` (index pairs into ``points``), drawn from the lower track id.
+
+    ``opacity`` [N] (0..1 per point, e.g. a fading track) scales each end's alpha,
+    so a link fades toward a point that fades.
+    """
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     if len(edges) == 0:
         return Polylines.empty()
@@ -46,13 +51,21 @@ def link_polylines(points: np.ndarray, track_ids: np.ndarray, edges: np.ndarray,
     controls = control_points(points[a], points[b], style.curve, style.bend, signs)
     vertices, offsets = flatten(controls)
     start, end = _line_colors(style, ids[a], ids[b])
+    if opacity is not None:
+        opacity = np.asarray(opacity, np.float32)
+        start[:, 3] *= opacity[a]
+        end[:, 3] *= opacity[b]
     dash, dash_round = _dash(style, len(edges))
     return Polylines(vertices, offsets, np.full(len(edges), style.width, np.float32),
                      start, end, dash, dash_round)
 
 
-def box_primitives(centers: np.ndarray, sizes: np.ndarray, track_ids: np.ndarray, style: BoxStyle) -> Boxes:
-    """Rounded (or corner-bracket) boxes of ``sizes`` [N, 2] (w, h) at ``centers``."""
+def box_primitives(centers: np.ndarray, sizes: np.ndarray, track_ids: np.ndarray, style: BoxStyle,
+                   opacity: np.ndarray | None = None) -> Boxes:
+    """Rounded (or corner-bracket) boxes of ``sizes`` [N, 2] (w, h) at ``centers``.
+
+    ``opacity`` [N] (0..1 per box, e.g. a fading track) scales stroke and fill alpha.
+    """
     count = len(centers)
     half = np.asarray(sizes, np.float32).reshape(count, 2) * 0.5
     shorter = half.min(axis=1) if count else np.zeros(0, np.float32)
@@ -63,6 +76,9 @@ def box_primitives(centers: np.ndarray, sizes: np.ndarray, track_ids: np.ndarray
     fill = stroke.copy() if style.fill_color is None else np.tile(parse_color(style.fill_color), (count, 1))
     stroke[:, 3] *= style.opacity
     fill[:, 3] *= style.fill_opacity * style.opacity
+    if opacity is not None:
+        stroke[:, 3] *= opacity
+        fill[:, 3] *= opacity
     bracket = 2 * shorter * style.bracket_length if style.shape == "brackets" else np.zeros(count)
     return Boxes(centers, half, shorter * style.roundness, np.full(count, style.stroke_width),
                  stroke, fill, bracket)
@@ -73,25 +89,28 @@ def _visible(path: np.ndarray, visibility: np.ndarray) -> np.ndarray:
     return visibility & located(path)
 
 
-def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=knn_cpu) -> list:
+def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=knn_cpu, opacity=None) -> list:
     """Per-frame display lists of the neighbour-graph curves of a track set.
 
     ``path`` float32 [T, N, 2], ``visibility`` bool [T, N]; columns are track ids.
     Positions that are NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden.
+    ``opacity`` float32 [T, N] (the tracks' fades) scales each link end's alpha.
     """
     visible = _visible(path, visibility)
     sequence = build_edge_sequence(path, visible, params, knn=knn)
     ids = np.arange(path.shape[1])
-    return [DisplayList((link_polylines(np.nan_to_num(path[t]), ids, sequence[t], style),))
+    return [DisplayList((link_polylines(np.nan_to_num(path[t]), ids, sequence[t], style,
+                                        None if opacity is None else opacity[t]),))
             for t in range(path.shape[0])]
 
 
-def box_overlay(path, visibility, style: BoxStyle, sizes=None) -> list:
+def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None) -> list:
     """Per-frame display lists of a box around every visible track.
 
     ``sizes`` float32 [T, N, 2] (w, h) is used when ``style.size_mode == 'track'``;
     tracks without a finite size fall back to ``style.size``. Positions that are
-    NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden.
+    NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden. ``opacity`` float32
+    [T, N] (the tracks' fades) scales each box's alpha.
     """
     visible = _visible(path, visibility)
     frames = []
@@ -101,5 +120,6 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None) -> list:
         if style.size_mode == "track" and sizes is not None:
             given = sizes[t, columns]
             wh = np.where(np.isfinite(given) & (given >= 0), given, wh)
-        frames.append(DisplayList((box_primitives(path[t, columns], wh, columns, style),)))
+        alpha = None if opacity is None else opacity[t, columns]
+        frames.append(DisplayList((box_primitives(path[t, columns], wh, columns, style, alpha),)))
     return frames

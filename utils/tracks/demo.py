@@ -74,6 +74,11 @@ class DemoClip:
             "tint": _GLOW_TINTS[rng.integers(0, len(_GLOW_TINTS), self.dots)],
         }
 
+    def detect_params(self) -> dict:
+        """:class:`~.detect.TrackDetector` settings that keep a box on every dot: bright spots, spaced
+        closer than the dots ever pass each other but for a true overlap."""
+        return {"method": "bright", "min_distance": 8.0 * self.scale}
+
     def positions(self, index: int) -> np.ndarray:
         """Float32 [dots, 2] dot centres (x, y) in pixels at frame ``index``."""
         paths = self._paths

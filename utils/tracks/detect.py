@@ -10,9 +10,9 @@ Per frame, :class:`TrackDetector`:
    spots, by matching each spot to the track whose motion predicts it; a
    point that fails is kept aside for ``REACQUIRE_FRAMES`` frames, carried
    with the camera;
-4. detects new points every ``redetect_interval`` frames, on a shot's first
-   frame, and whenever fewer than ``REFILL_SHARE`` of ``max_points`` are
-   live. New points go only where none are (``min_distance`` from live
+4. detects new points every ``redetect_interval`` frames (bright spots:
+   every frame, as they are found anyway), on a shot's first frame, and
+   whenever fewer than ``REFILL_SHARE`` of ``max_points`` are live. New points go only where none are (``min_distance`` from live
    ones); one that appears near a lost point takes that point's column back,
    so ids survive occlusions and tracker slips. Points on moving pixels are
    preferred (``motion_preference``); method ``motion`` takes only those,
@@ -400,7 +400,7 @@ class TrackDetector:
         else:
             self._follow_live(frame, spots)
         live = len(self._live_ids)
-        due = (frame.shot_start or frame.index % self.redetect_interval == 0
+        due = (frame.shot_start or frame.index % self.redetect_interval == 0 or spots is not None  # found anyway
                or (live < REFILL_SHARE * self.max_points and not self._starved))
         if due and (live < self.max_points or self.motion_preference > 0):
             self._detect(frame, following, motion, spots)

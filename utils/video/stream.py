@@ -12,7 +12,7 @@ so an hour of video streams through like a second of it.
 Example::
 
     source = FrameSource.from_video("clip.mp4")
-    points = DetectedPoints(TrackDetector(method="corners"))
+    points = DetectedPoints(TrackDetector(method="motion"))
     render_video(source, points, OverlaySpec(), CpuRenderer(), "clip_overlay.mp4")
 """
 
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from abc import ABC, abstractmethod
+from abc import ABC
+from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Iterable, Iterator
@@ -46,11 +47,13 @@ class FramePoints:
         positions: float32 [N, 2] pixel x, y (hidden points may hold anything, NaN included).
         visible: bool [N].
         sizes: float32 [N, 2] box width, height per point, or None.
+        opacity: float32 [N] 0..1 per point (births and deaths fade), or None (all 1).
     """
 
     positions: np.ndarray
     visible: np.ndarray
     sizes: np.ndarray | None = None
+    opacity: np.ndarray | None = None
 
     def __post_init__(self):
         count = len(self.visible)
@@ -59,27 +62,45 @@ class FramePoints:
                              f"got {list(np.shape(self.positions))}")
         if self.sizes is not None and np.shape(self.sizes) != (count, 2):
             raise ValueError(f"points: sizes must have shape [{count}, 2], got {list(np.shape(self.sizes))}")
+        if self.opacity is not None and np.shape(self.opacity) != (count,):
+            raise ValueError(f"points: opacity must have shape [{count}], got {list(np.shape(self.opacity))}")
 
 
 class PointSource(ABC):
-    """Where each frame's points come from: ``source(index, frame) -> FramePoints``."""
+    """Where each frame's points come from: ``source(index, frame) -> FramePoints``, or, for sources
+    that look ahead, :meth:`pairs`."""
 
-    @abstractmethod
     def __call__(self, index: int, frame: np.ndarray) -> FramePoints:
         """The points of frame ``index`` (called once per frame, in order)."""
+        raise NotImplementedError
+
+    def pairs(self, frames: Iterable[np.ndarray]) -> Iterator[tuple[np.ndarray, FramePoints]]:
+        """Each frame with its points, in order (frames are pulled only as far as needed)."""
+        for index, frame in enumerate(frames):
+            yield frame, self(index, frame)
 
     def finish(self, frames: int, limited: bool) -> None:
         """Called after the last frame (``limited``: a frame limit stopped the stream)."""
 
 
 class DetectedPoints(PointSource):
-    """Points found and followed in the frames themselves by a :class:`TrackDetector`."""
+    """Points found and followed in the frames themselves by a :class:`TrackDetector`.
+
+    The detector looks ``detector.lookahead`` frames ahead (to fade and to drop
+    short tracks), so that many frames are held here until their points are known.
+    """
 
     def __init__(self, detector: TrackDetector):
         self.detector = detector
 
-    def __call__(self, index, frame):
-        return FramePoints(*self.detector.update(frame))
+    def pairs(self, frames):
+        held = deque()
+        for frame in frames:
+            held.append(frame)
+            for done in self.detector.push(frame):
+                yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
+        for done in self.detector.finish():
+            yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
 
     def finish(self, frames, limited):
         LOGGER.info("detection started %d track(s) over %d frame(s)", self.detector.track_count, frames)
@@ -105,7 +126,8 @@ class TrackPoints(PointSource):
             raise self._mismatch("more")
         t = index if tracks.frame_count > 1 else 0
         sizes = None if tracks.size is None else tracks.size[t]
-        return FramePoints(tracks.path[t], tracks.visibility[t], sizes)
+        opacity = None if tracks.opacity is None else tracks.opacity[t]
+        return FramePoints(tracks.path[t], tracks.visibility[t], sizes, opacity)
 
     def finish(self, frames, limited):
         if frames < self.tracks.frame_count and self.tracks.frame_count > 1 and not limited:
@@ -146,14 +168,17 @@ class OverlayBuilder:
     def __call__(self, points: FramePoints) -> DisplayList:
         positions = np.asarray(points.positions, np.float32)
         valid = np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1)
+        opacity = None if points.opacity is None else np.asarray(points.opacity, np.float32)
         result = DisplayList()
         if self.spec.lines is not None:
             self.edges, _ = build_edges(positions, self.spec.graph, valid=valid, previous=self.edges)
             ids = np.arange(len(valid))
-            result += DisplayList((link_polylines(np.nan_to_num(positions), ids, self.edges, self.spec.lines),))
+            result += DisplayList((link_polylines(np.nan_to_num(positions), ids, self.edges, self.spec.lines,
+                                                  opacity),))
         if self.spec.boxes is not None:
             sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
-            result += box_overlay(positions[None], valid[None], self.spec.boxes, sizes)[0]
+            result += box_overlay(positions[None], valid[None], self.spec.boxes, sizes,
+                                  None if opacity is None else opacity[None])[0]
         return result
 
 
@@ -164,8 +189,8 @@ def overlay_frames(frames: Iterable[np.ndarray], points: PointSource, spec: Over
     A frame is pulled from ``frames`` only when the next result is asked for.
     """
     builder = OverlayBuilder(spec)
-    for index, frame in enumerate(frames):
-        yield renderer.render(frame, builder(points(index, frame)))
+    for frame, frame_points in points.pairs(frames):
+        yield renderer.render(frame, builder(frame_points))
 
 
 @dataclass(frozen=True)
