@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from trackoverlay.utils.tracks.detect import detect_tracks
+from synthetic import make_clip
+from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks, track_clip
 
 STARTS = np.array([[40, 40], [200, 60], [100, 150], [260, 180], [60, 200]]) + 0.37
 VELOCITY = np.array([[2.3, 1.1], [-1.7, 2.0], [3.0, -0.6], [-2.2, -1.4], [1.2, -2.5]])
@@ -65,34 +66,53 @@ def test_deterministic(dots):
     np.testing.assert_array_equal(first.visibility, second.visibility)
 
 
-def test_lost_point_gets_invisible_and_new_point_new_column():
-    clip, truth = dot_clip(frames=12, starts=np.array([[60.3, 60.3]]), velocity=np.array([[2.0, 0.0]]))
+def test_lost_point_is_found_again_in_its_column_and_a_short_gap_is_bridged():
+    clip, truth = dot_clip(frames=14, starts=np.array([[60.3, 60.3]]), velocity=np.array([[2.0, 0.0]]))
     clip[5:8] = 0.0  # the dot disappears for three frames
-    tracks = detect_tracks(clip, method="bright", redetect_interval=1)
-    assert tracks.track_count == 2
-    np.testing.assert_array_equal(tracks.visibility[:, 0], [1] * 5 + [0] * 7)
-    np.testing.assert_array_equal(tracks.visibility[:, 1], [0] * 8 + [1] * 4)
-    assert np.isfinite(tracks.path).all()  # hidden slots hold the nearest known position
-    np.testing.assert_allclose(tracks.path[8:, 1], truth[8:, 0], atol=0.5)
+    tracks = detect_tracks(clip, method="bright", fade_frames=0)
+    assert tracks.track_count == 1
+    assert tracks.visibility.all()  # found again nearby: same column, the gap bridged
+    np.testing.assert_allclose(tracks.path[:, 0], truth[:, 0], atol=0.5)  # gap positions interpolated
+    np.testing.assert_array_equal(tracks.opacity, np.ones((14, 1)))
+
+
+def test_long_gap_keeps_the_column_and_fades_out_and_in():
+    clip, truth = dot_clip(frames=30, starts=np.array([[60.3, 60.3]]), velocity=np.array([[1.0, 0.0]]))
+    clip[10:18] = 0.0  # gone for eight frames: longer than a bridge
+    tracks = detect_tracks(clip, method="bright", fade_frames=2, min_track_length=3)
+    assert tracks.track_count == 1
+    np.testing.assert_array_equal(tracks.visibility[:, 0], [1] * 10 + [0] * 8 + [1] * 12)
+    np.testing.assert_allclose(tracks.opacity[8:20, 0], [2 / 3, 1 / 3] + [0] * 8 + [1 / 3, 2 / 3], atol=1e-6)
+    np.testing.assert_allclose(tracks.path[18:, 0], truth[18:, 0], atol=0.5)
 
 
 def test_dot_leaving_the_frame_becomes_invisible():
     clip, _ = dot_clip(frames=10, width=80, height=60, starts=np.array([[70.0, 30.0]]),
                        velocity=np.array([[4.0, 0.0]]))
-    tracks = detect_tracks(clip, method="bright")
+    tracks = detect_tracks(clip, method="bright", min_track_length=1)
     assert tracks.visibility[0, 0] and not tracks.visibility[-1, 0]
+    assert not detect_tracks(clip, method="bright").visibility.any()  # 3 frames: too short to show
 
 
-def test_max_points_and_column_cap():
+def test_max_points_and_column_cap_with_a_warning(caplog):
     rng = np.random.default_rng(3)
     starts = rng.uniform(20, 220, size=(12, 2))
     clip, _ = dot_clip(frames=4, starts=starts, velocity=np.zeros((12, 2)))
-    assert detect_tracks(clip, method="bright", max_points=3, min_distance=5).track_count == 3
-    blinking = np.concatenate([clip[:1], np.zeros_like(clip[:1])] * 3)
-    tracks = detect_tracks(blinking, method="bright", max_points=2, max_tracks=5, redetect_interval=1,
-                           min_distance=5)
-    assert tracks.track_count == 5  # columns are never reused; the cap stops new ones
-    assert tracks.visibility[4].sum() == 1
+    assert detect_tracks(clip, method="bright", max_points=3, min_distance=5).visibility.sum(axis=1).max() == 3
+    shots = make_clip(frames=8, cuts=range(1, 8)).frames  # a new shot every frame
+    detector = TrackDetector(max_points=2, max_tracks=5, min_track_length=1)
+    tracks = track_clip(shots, detector)
+    assert detector.cuts == list(range(1, 8))
+    assert tracks.track_count == 5 and detector.limit_frame == 2  # 2 + 2 + 1 columns, then none
+    assert tracks.visibility[3:].sum() == 0
+    assert "max_tracks=5 reached at frame 2" in caplog.text
+
+
+def test_no_hidden_column_cap():
+    shots = make_clip(frames=12, cuts=range(1, 12)).frames  # twelve one-frame shots
+    tracks = detect_tracks(shots, max_points=4, min_track_length=1)
+    assert tracks.track_count == 48  # far more than 4 x max_points columns
+    assert (tracks.visibility.sum(axis=1) == 4).all()  # and no frame left blank
 
 
 def test_min_distance_between_new_points():
@@ -119,13 +139,18 @@ def test_torch_frames():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"method": "sift"}, ["'sift'", "corners", "blobs", "bright"]),
+    ({"method": "sift"}, ["'sift'", "corners", "blobs", "bright", "motion"]),
     ({"max_points": 0}, ["max_points"]),
     ({"min_distance": -1}, ["min_distance"]),
     ({"sensitivity": 1.5}, ["sensitivity", "0..1"]),
     ({"redetect_interval": 0}, ["redetect_interval"]),
     ({"point_size": -2}, ["point_size"]),
     ({"max_points": 10, "max_tracks": 5}, ["max_tracks", "max_points"]),
+    ({"max_tracks": -1}, ["max_tracks", "0 (no limit)"]),
+    ({"motion_preference": 1.5}, ["motion_preference", "0..1"]),
+    ({"min_track_length": 0}, ["min_track_length"]),
+    ({"fade_frames": -1}, ["fade_frames"]),
+    ({"cut_threshold": 2.0}, ["cut_threshold", "0..1"]),
 ])
 def test_bad_parameters(kwargs, words):
     with pytest.raises(ValueError) as caught:

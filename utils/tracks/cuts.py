@@ -2,11 +2,12 @@
 
 A cut changes the colours of the whole frame at once, while motion (even a
 fast pan) and lighting changes move the colour distribution only a little.
-:class:`CutDetector` compares hue-saturation histograms of consecutive
-frames (brightness left out, so flicker and exposure ramps do not count) by
-Bhattacharyya distance, and calls a cut where the distance exceeds
-``threshold`` and is also several times the clip's recent frame-to-frame
-distance (so busy, colourful footage does not cut at every frame).
+:class:`CutDetector` compares colour histograms of consecutive frames by
+Bhattacharyya distance: hue and saturation for coloured pixels (brightness
+left out, so flicker and exposure ramps do not count), brightness only for
+grey ones (so black-and-white footage cuts too). It calls a cut where the
+distance exceeds ``threshold`` and is also several times the clip's recent
+frame-to-frame distance (so busy footage does not cut at every frame).
 """
 
 from __future__ import annotations
@@ -20,18 +21,24 @@ DEFAULT_CUT_THRESHOLD = 0.3
 """Bhattacharyya distance (0..1) of consecutive hue-saturation histograms that makes a cut."""
 
 _SAMPLE_WIDTH = 160  # pixels: histograms are taken of the frame reduced to this width
-_BINS = (16, 8)  # hue, saturation
+_BINS = (16, 8)  # hue, saturation of coloured pixels
+_GREY_BINS = 8  # brightness of grey pixels
+_GREY_SATURATION = 40  # pixels less saturated than this (of 255) are grey
 _RECENT = 10  # frames of recent distances the jump is compared with
 _JUMP = 3.0  # a cut's distance is at least this many times the recent median
 
 
 def colour_histogram(frame: np.ndarray) -> np.ndarray:
-    """float32 hue-saturation histogram (sums to 1) of a uint8 RGB frame."""
+    """float32 histogram (sums to 1) of a uint8 RGB frame: hue x saturation of its coloured
+    pixels, then brightness of its grey ones."""
     height, width = frame.shape[:2]
     size = (min(width, _SAMPLE_WIDTH), max(1, round(height * min(width, _SAMPLE_WIDTH) / width)))
     small = cv2.resize(np.ascontiguousarray(frame), size, interpolation=cv2.INTER_AREA)
     hsv = cv2.cvtColor(small, cv2.COLOR_RGB2HSV)
-    histogram = cv2.calcHist([hsv], [0, 1], None, list(_BINS), [0, 180, 0, 256])
+    grey = (hsv[..., 1] < _GREY_SATURATION).astype(np.uint8)
+    coloured = cv2.calcHist([hsv], [0, 1], 1 - grey, list(_BINS), [0, 180, 0, 256]).ravel()
+    greys = cv2.calcHist([hsv], [2], grey, [_GREY_BINS], [0, 256]).ravel()
+    histogram = np.concatenate([coloured, greys])
     return histogram / max(float(histogram.sum()), 1.0)
 
 

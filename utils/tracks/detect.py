@@ -437,10 +437,12 @@ class TrackDetector:
         own = np.hypot(*(points - guess).T)
         self._live_speed = ((1 - _STILL_MEMORY) * self._live_speed + _STILL_MEMORY * own).astype(np.float32)
         still = ok & (self._live_speed < STILL_SPEED) if self.method == "motion" else np.zeros(len(ok), bool)
-        lost = ~ok
+        ahead = self._live_points + self._live_step
+        height, width = frame.gray.shape
+        lost = ~ok & (ahead[:, 0] >= -0.5) & (ahead[:, 0] <= width - 0.5)  # gone out of frame: not waited for
+        lost &= (ahead[:, 1] >= -0.5) & (ahead[:, 1] <= height - 0.5)
         self._lost.advance(frame.index)
-        self._lost.add(self._live_ids[lost], (self._live_points + self._live_step)[lost], self._live_step[lost],
-                       frame.index)
+        self._lost.add(self._live_ids[lost], ahead[lost], self._live_step[lost], frame.index)
         kept = ok & ~still
         self._live_step = (points - self._live_points)[kept].astype(np.float32)
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
@@ -530,8 +532,10 @@ class TrackDetector:
                 chosen[index[entry]] = True
                 owner[index[entry]] = lost.ids[entry]
                 taken += 1
+        waiting = (frame.index - lost.since < BRIDGE_FRAMES) & ~np.isin(lost.ids, owner)  # just lost: slot kept
+        room -= np.count_nonzero(waiting)
         for candidate in range(len(candidates)):
-            if taken == room:
+            if taken >= room:
                 break
             if chosen[candidate] or self._crowded(candidates, chosen, candidate):
                 continue

@@ -1,0 +1,128 @@
+"""Tracks that hold on synthetic clips with known motion and cuts: cuts, ids, count, points on what moves."""
+
+import numpy as np
+import pytest
+from synthetic import make_clip, on_mask_share
+from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks, track_clip
+from trackoverlay.utils.tracks.quality import measure_tracks
+
+PARAMS = dict(max_points=40, min_distance=10)
+
+
+@pytest.fixture(scope="module")
+def panning_cut():
+    """40 frames, camera panning 1.5 px/frame right and 0.5 down, subject moving (3, 1); a cut at 20."""
+    return make_clip(frames=40, cuts=(20,), pan=(1.5, 0.5))
+
+
+@pytest.fixture(scope="module")
+def corners_run(panning_cut):
+    detector = TrackDetector(**PARAMS)
+    return detector, track_clip(panning_cut.frames, detector)
+
+
+def test_the_cut_is_found_and_reseeded_on_its_own_frame(corners_run, panning_cut):
+    detector, tracks = corners_run
+    assert detector.cuts == [20]
+    live = tracks.visibility.sum(axis=1)
+    assert live.min() > 0.8 * PARAMS["max_points"]  # an overlay on every frame, the cut's included
+    np.testing.assert_array_equal(tracks.opacity[20][tracks.visibility[20]], 1.0)  # seeds need no fade-in
+
+
+def test_no_track_crosses_the_cut(corners_run):
+    _, tracks = corners_run
+    before, after = tracks.visibility[:20].any(axis=0), tracks.visibility[20:].any(axis=0)
+    assert not (before & after).any()
+
+
+def test_tracks_hold_and_the_count_stays_near_max_points(corners_run):
+    _, tracks = corners_run
+    quality = measure_tracks(tracks)
+    assert quality.one_frame_share == 0.0 and quality.empty_frames == 0
+    assert quality.median_life >= 15  # shots of 20 frames
+    assert quality.count_swing <= 0.1 * PARAMS["max_points"]
+    assert quality.mean_live >= 0.9 * PARAMS["max_points"]
+
+
+def test_tracks_end_only_where_their_point_is_hidden_or_leaves(panning_cut):
+    tracks = detect_tracks(panning_cut.frames, motion_preference=0.0, **PARAMS)  # no static point let go
+    covered = panning_cut.subject
+    height, width = covered.shape[1:]
+    for t in range(1, 20):  # the first shot
+        for column in np.flatnonzero(tracks.visibility[t - 1] & ~tracks.visibility[t]):
+            x, y = tracks.path[t - 1, column]
+            hidden = covered[t, int(y) - 6:int(y) + 7, int(x) - 6:int(x) + 7].any()
+            leaving = min(x, y, width - x, height - y) < 12
+            assert hidden or leaving, (t, column, x, y)
+
+
+def test_points_follow_the_pan(corners_run, panning_cut):
+    _, tracks = corners_run
+    static = ~panning_cut.subject[0]
+    start = tracks.path[0, tracks.visibility[0] & tracks.visibility[10]]
+    on_background = static[start[:, 1].astype(int), start[:, 0].astype(int)]
+    moved = tracks.path[10, tracks.visibility[0] & tracks.visibility[10]] - start
+    np.testing.assert_allclose(np.median(moved[on_background], axis=0), [-15.0, -5.0], atol=0.3)
+
+
+@pytest.mark.parametrize("pan", [(0.0, 0.0), (2.0, 0.5)])
+def test_motion_method_puts_points_on_the_moving_subject(pan):
+    clip = make_clip(frames=30, pan=pan)
+    tracks = detect_tracks(clip.frames, method="motion", **PARAMS)
+    assert tracks.visibility.sum(axis=1).min() > 0
+    assert on_mask_share(tracks, clip.subject) >= 0.8
+
+
+def test_subject_mask_keeps_points_on_the_subject(panning_cut):
+    tracks = detect_tracks(panning_cut.frames, subject=panning_cut.subject, **PARAMS)
+    assert on_mask_share(tracks, panning_cut.subject) >= 0.95
+    assert tracks.visibility.sum(axis=1).min() > 0
+
+
+def test_motion_preference_moves_points_onto_the_subject(panning_cut):
+    shares = [on_mask_share(detect_tracks(panning_cut.frames, motion_preference=preference, **PARAMS),
+                            panning_cut.subject) for preference in (0.0, 1.0)]
+    assert shares[1] > shares[0] + 0.1
+
+
+def test_fast_pan_and_flicker_are_not_cuts():
+    clip = make_clip(frames=24, pan=(25.0, 3.0), flicker=0.15)
+    detector = TrackDetector(**PARAMS)
+    track_clip(clip.frames, detector)
+    assert detector.cuts == []
+
+
+def test_cut_detection_can_be_turned_off(panning_cut):
+    detector = TrackDetector(cut_threshold=0.0, **PARAMS)
+    track_clip(panning_cut.frames, detector)
+    assert detector.cuts == []
+
+
+def test_occluded_points_come_back_in_their_columns():
+    clip = make_clip(frames=24, subject_speed=(0.0, 0.0))
+    frames = clip.frames.copy()
+    frames[10:13, 100:160, 20:90] = 128  # a grey card covers part of the scene for three frames
+    tracks = detect_tracks(frames, fade_frames=0, **PARAMS)
+    x, y = tracks.path[9].T
+    covered = tracks.visibility[9] & (x > 20) & (x < 90) & (y > 100) & (y < 160)
+    assert covered.sum() >= 2
+    assert tracks.visibility[13:, covered].all()  # found again with their ids
+    assert tracks.visibility[10:13, covered].all()  # and the gap bridged
+
+
+def test_streaming_matches_the_batch(panning_cut):
+    batch = detect_tracks(panning_cut.frames, **PARAMS)
+    detector = TrackDetector(**PARAMS)
+    finished = []
+    for frame in panning_cut.frames:
+        finished += detector.push(frame)
+    finished += detector.finish()
+    assert len(finished) == len(panning_cut.frames)
+    shown = np.flatnonzero(np.any([f.visible for f in finished[-1:]], axis=0) | np.zeros(detector.track_count, bool))
+    used = np.unique(np.concatenate([np.flatnonzero(f.visible) for f in finished]))
+    assert len(used) == batch.track_count and len(shown) <= len(used)
+    for t, frame in enumerate(finished):
+        columns = np.searchsorted(used, np.flatnonzero(frame.visible))
+        np.testing.assert_array_equal(np.flatnonzero(batch.visibility[t]), columns)
+        np.testing.assert_array_equal(batch.path[t, columns], frame.positions[frame.visible])
+        np.testing.assert_array_equal(batch.opacity[t, columns], frame.opacity[frame.visible])
