@@ -11,11 +11,20 @@ hand-written tests.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+
 import numpy as np
 from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
-from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
+from trackoverlay.utils.draw.overlays import box_overlay, box_primitives, link_overlay, link_polylines
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
+from trackoverlay.utils.tracks.demo import CANVAS_RGB, DemoClip
+from trackoverlay.utils.video.stream import FramePoints, OverlayBuilder
+
+CLI_PATH = Path(__file__).resolve().parents[1] / "examples" / "overlay_video.py"
 
 
 def polylines(paths, width=1.0, color=(1, 1, 1, 1), color_end=None, dash=(0.0, 0.0),
@@ -151,6 +160,55 @@ def float32_frame():
     return textured_frame(48, 64, np.float32), DisplayList((lines, marks))
 
 
+def fading_tracks():
+    """Tracks mid-fade (track_opacity 1/4 .. 1): boxes fade, links fade toward a fading end."""
+    points = random_points(10, 90, 120, seed=11, margin=10)[None]
+    visible = np.ones((1, 10), bool)
+    opacity = np.array([[1, 1, 0.25, 1, 0.5, 1, 0.75, 1, 1, 0.25]], np.float32)
+    lines = link_overlay(points, visible, GraphParams(k=2), LineStyle(width=2.0, color="#00E5FF", curve="straight"),
+                         opacity=opacity)[0]
+    marks = box_overlay(points, visible, BoxStyle(size=14, stroke_width=1.5, fill_opacity=0.3), opacity=opacity)[0]
+    return textured_frame(90, 120), lines + marks
+
+
+@lru_cache(maxsize=1)
+def overlay_video_cli():
+    """examples/overlay_video.py as a module."""
+    spec = importlib.util.spec_from_file_location("overlay_video_cli", CLI_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cli_look(width: int, height: int) -> DisplayList:
+    """The CLI's default look (no size options) over its blank canvas's dots, at ``width`` x ``height``."""
+    cli = overlay_video_cli()
+    spec = cli.overlay_spec(cli.build_parser().parse_args(["--size", f"{width}x{height}"]), height)
+    clip = DemoClip(width, height, frame_count=1)
+    return OverlayBuilder(spec)(FramePoints(clip.positions(0), np.ones(clip.dots, bool)))
+
+
+def shifted(display_list: DisplayList, x: float, y: float) -> DisplayList:
+    """``display_list`` moved by (-x, -y): what a crop whose corner is at (x, y) shows."""
+    offset = np.array([x, y], np.float32)
+    return DisplayList(tuple(
+        dataclasses.replace(layer, vertices=layer.vertices - offset) if isinstance(layer, Polylines)
+        else dataclasses.replace(layer, center=layer.center - offset) for layer in display_list.layers))
+
+
+def cli_look_640x360():
+    """The CLI's default look at 640x360: a 160x120 crop of the canvas."""
+    return flat_frame(120, 160, np.array(CANVAS_RGB) / 255.0), shifted(cli_look(640, 360), 240, 120)
+
+
+def cli_look_3840x2160():
+    """The CLI's default look at 4K: a 160x120 crop around the dot nearest the centre (sizes relative to
+    the frame as at 640x360, so one box fills much of it)."""
+    dots = DemoClip(3840, 2160, frame_count=1).positions(0)
+    x, y = dots[np.argmin(np.hypot(*(dots - [1920, 1080]).T))]
+    return flat_frame(120, 160, np.array(CANVAS_RGB) / 255.0), shifted(cli_look(3840, 2160), x - 80, y - 60)
+
+
 SCENES = {function.__name__: function for function in (
     knn_straight, bezier_curves, dashed_dotted, track_gradient, rounded_boxes, corner_brackets,
-    seed_scene, float32_frame)}
+    seed_scene, float32_frame, fading_tracks, cli_look_640x360, cli_look_3840x2160)}

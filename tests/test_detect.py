@@ -170,3 +170,27 @@ def test_bad_frames(frames, error, words):
         detect_tracks(frames)
     for word in words:
         assert word in str(caught.value)
+
+
+def test_demo_boxes_sit_on_the_dots_by_the_last_frame():
+    """The CLI's demo settings (examples/overlay_video.py, no options): by frame 89 every box is within
+    6 px of a dot and every dot has a box."""
+    from scenes import overlay_video_cli
+    from trackoverlay.utils.tracks.demo import DemoClip
+    from trackoverlay.utils.video.stream import FrameSource
+
+    cli = overlay_video_cli()
+    args = cli.build_parser().parse_args([])
+    source = FrameSource.from_demo(DemoClip())
+    points = cli.point_source(args, cli.input_mode(args, None), source, None)
+    last = None
+    for index, (_, frame_points) in enumerate(points.pairs(source.frames)):
+        last = index, frame_points
+    index, frame_points = last
+    assert index == 89
+    boxes = frame_points.positions[frame_points.visible]
+    dots = source.clip.positions(index)
+    distance = np.hypot(*(boxes[:, None, :] - dots[None, :, :]).transpose(2, 0, 1))
+    assert (distance.min(axis=1) <= 6).all()  # no box off the dots
+    assert (distance.min(axis=0) <= 6).all()  # no dot without a box
+    assert len(boxes) == len(dots)
