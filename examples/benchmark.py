@@ -7,10 +7,14 @@ fill 0.2, roundness 0.3; lines first, boxes on top):
   s1     4K, 100 points (the seed scene)       s2     4K, 1000 points
   s1-8k  8K, 100 points                        s10k   4K, 10 000 points
   knn    kNN alone (k=5) at N = 1000, 5000, 20000: CPU, fused GPU kernel, FAISS
+  detect point detection and tracking (CPU) at 1080p and 4K, per method: mean and
+         worst milliseconds per frame over --repeat frames of the demo clip (detection
+         defaults: 100 points, redetect every 5 frames); --size picks one size
 
 Examples:
   python examples/benchmark.py --scene s1 --backend cpu
   python examples/benchmark.py --scene s2 --backend gpu --frame-dtype float32 --json s2.json
+  python examples/benchmark.py --scene detect --repeat 30
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges, knn_cpu
 from trackoverlay.utils.raster.backend import select_backend
 from trackoverlay.utils.raster.cpu import CpuRenderer
+from trackoverlay.utils.tracks.demo import DemoClip
+from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 
 SCENES = {"s1": (100, "3840x2160"), "s2": (1000, "3840x2160"), "s1-8k": (100, "7680x4320"),
           "s10k": (10_000, "3840x2160")}
@@ -150,10 +156,33 @@ def bench_knn(repeat: int, backend: str) -> dict:
     return results
 
 
-def print_table(title: str, stages: dict) -> None:
+DETECT_SIZES = ("1920x1080", "3840x2160")
+
+
+def bench_detect(repeat: int, sizes) -> dict:
+    """Detection and tracking per frame on the demo clip (frames made beforehand), each method, each size."""
+    results = {}
+    for width, height in sizes:
+        frames = list(DemoClip(width, height, frame_count=max(repeat, 6)).frames())
+        for method in METHODS:
+            detector = TrackDetector(method=method)
+            samples = []
+            for frame in frames:
+                start = time.perf_counter()
+                detector.push(frame)
+                samples.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            detector.finish()
+            samples[-1] += (time.perf_counter() - start) * 1000  # the frames held back, charged once
+            results[f"{width}x{height} {method} mean"] = statistics.mean(samples)
+            results[f"{width}x{height} {method} worst"] = max(samples)
+    return results
+
+
+def print_table(title: str, stages: dict, unit: str = "median ms") -> None:
     width = max(len(stage) for stage in stages)
     print(title)
-    print(f"  {'stage':<{width}}  median ms")
+    print(f"  {'stage':<{width}}  {unit}")
     for stage, value in stages.items():
         shown = f"{value:9.3f}" if isinstance(value, float) else value
         print(f"  {stage:<{width}}  {shown}")
@@ -162,7 +191,7 @@ def print_table(title: str, stages: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
-    parser.add_argument("--scene", choices=tuple(SCENES) + ("knn",), default="s1")
+    parser.add_argument("--scene", choices=tuple(SCENES) + ("knn", "detect"), default="s1")
     parser.add_argument("--size", type=parse_size, help="frame size WxH (default: the scene's)")
     parser.add_argument("--frame-dtype", choices=("uint8", "float32"), default="uint8")
     parser.add_argument("--repeat", type=int, default=15, help="timed frames (median reported)")
@@ -172,6 +201,10 @@ def main(argv=None) -> int:
     if args.scene == "knn":
         stages = bench_knn(args.repeat, backend)
         size = None
+    elif args.scene == "detect":
+        sizes = [args.size] if args.size else [parse_size(text) for text in DETECT_SIZES]
+        stages = bench_detect(args.repeat, sizes)
+        backend, size = "cpu", ", ".join(f"{w}x{h}" for w, h in sizes)
     else:
         count, default_size = SCENES[args.scene]
         width, height = args.size or parse_size(default_size)
@@ -179,7 +212,8 @@ def main(argv=None) -> int:
         stages = bench_gpu(points, frame, args.repeat) if backend == "gpu" else bench_cpu(points, frame, args.repeat)
         size = f"{width}x{height}"
     total = stages.get("total", stages.get("total resident (upload + raster)"))
-    print_table(f"scene {args.scene} | backend {backend} | size {size} | frames {args.frame_dtype}", stages)
+    print_table(f"scene {args.scene} | backend {backend} | size {size} | frames {args.frame_dtype}", stages,
+                "ms per frame" if args.scene == "detect" else "median ms")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"scene": args.scene, "backend": backend, "size": size, "frame_dtype": args.frame_dtype,

@@ -173,29 +173,28 @@ def test_png_dir_that_is_a_file(small_clip, renderer, tmp_path):
                      tmp_path / "o.mp4", png_dir=tmp_path / "taken")
 
 
-def test_streaming_detector_matches_batch_and_keeps_ids(small_clip):
-    frames = np.stack(list(small_clip.frames()))
-    batch = detect_tracks(frames, method="bright", min_distance=8)
+def test_detected_points_pair_each_frame_with_its_own_points(small_clip):
+    frames = list(small_clip.frames())
     detector = TrackDetector(method="bright", min_distance=8)
-    truth = np.stack([small_clip.positions(t) for t in range(small_clip.frame_count)])
-    for t, frame in enumerate(frames):
-        positions, visible = detector.update(frame)
-        assert positions.shape == (len(visible), 2) and len(visible) <= batch.track_count
-        np.testing.assert_array_equal(visible, batch.visibility[t, :len(visible)])
-        np.testing.assert_allclose(positions[visible], batch.path[t, :len(visible)][visible])
-        nearest = np.hypot(*(truth[t][None] - positions[:, None]).transpose(2, 0, 1)).argmin(axis=1)
-        if t == 0:
-            owner = nearest
-        assert np.array_equal(nearest[visible], owner[:len(visible)][visible])  # a column stays on its dot
+    pairs = list(DetectedPoints(detector).pairs(iter(frames)))
+    assert len(pairs) == len(frames) and detector.lookahead > 1  # frames held back, none lost
+    for t, (frame, points) in enumerate(pairs):
+        assert frame is frames[t]
+        shown = points.positions[points.visible]
+        truth = small_clip.positions(t)
+        assert np.hypot(*(shown[:, None] - truth[None]).transpose(2, 0, 1)).min(axis=1).max() < 1.0
+        assert points.opacity is not None and (points.opacity[points.visible] > 0).all()
 
 
 def test_detector_rejects_size_change_and_batches():
     detector = TrackDetector()
-    detector.update(np.zeros((16, 16, 3), np.uint8))
+    detector.push(np.zeros((16, 16, 3), np.uint8))
     with pytest.raises(ValueError, match="frame 1 is 20x16 but earlier frames are 16x16"):
-        detector.update(np.zeros((16, 20, 3), np.uint8))
+        detector.push(np.zeros((16, 20, 3), np.uint8))
     with pytest.raises(ValueError, match=r"one frame \[H, W, 3\]"):
-        detector.update(np.zeros((2, 16, 16, 3), np.uint8))
+        detector.push(np.zeros((2, 16, 16, 3), np.uint8))
+    with pytest.raises(ValueError, match=r"subject mask of frame 1 has shape \[8, 8\], expected \[16, 16\]"):
+        detector.push(np.zeros((16, 16, 3), np.uint8), np.ones((8, 8), bool))
 
 
 def test_frame_points_shapes():

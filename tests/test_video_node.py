@@ -6,6 +6,7 @@ inputs are duck-typed like ComfyUI's (``get_stream_source`` / ``save_to``).
 """
 
 import hashlib
+import inspect
 import io
 import os
 import shutil
@@ -24,6 +25,7 @@ from trackoverlay.utils.draw.styles import BoxStyle, LineStyle  # noqa: E402
 from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
 from trackoverlay.utils.raster.cpu import CpuRenderer  # noqa: E402
 from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
+from trackoverlay.utils.tracks.detect import TrackDetector  # noqa: E402
 from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video  # noqa: E402
 from trackoverlay.utils.video.stream import DemoPoints, FrameSource, OverlaySpec, render_video  # noqa: E402
 
@@ -201,8 +203,7 @@ def test_every_engine_parameter_has_a_prefixed_widget():
         names = {name[len(prefix):] for name in spec if name.startswith(prefix)}
         assert names == set(engine.__dataclass_fields__), prefix
     assert {name for name in spec if name.startswith("detect_")} == {
-        "detect_max_points", "detect_min_distance", "detect_sensitivity", "detect_method",
-        "detect_redetect_interval"}
+        "detect_" + name for name in inspect.signature(TrackDetector).parameters}
 
 
 def test_track_count_mismatch_names_both_and_leaves_no_file(comfy, clip_file):

@@ -31,9 +31,11 @@ _JUMP = 3.0  # a cut's distance is at least this many times the recent median
 def colour_histogram(frame: np.ndarray) -> np.ndarray:
     """float32 histogram (sums to 1) of a uint8 RGB frame: hue x saturation of its coloured
     pixels, then brightness of its grey ones."""
-    height, width = frame.shape[:2]
+    step = max(1, frame.shape[1] // (4 * _SAMPLE_WIDTH))  # every step-th pixel first: as good, far cheaper
+    sample = np.ascontiguousarray(frame[::step, ::step])
+    height, width = sample.shape[:2]
     size = (min(width, _SAMPLE_WIDTH), max(1, round(height * min(width, _SAMPLE_WIDTH) / width)))
-    small = cv2.resize(np.ascontiguousarray(frame), size, interpolation=cv2.INTER_AREA)
+    small = cv2.resize(sample, size, interpolation=cv2.INTER_AREA)
     hsv = cv2.cvtColor(small, cv2.COLOR_RGB2HSV)
     grey = (hsv[..., 1] < _GREY_SATURATION).astype(np.uint8)
     coloured = cv2.calcHist([hsv], [0, 1], 1 - grey, list(_BINS), [0, 180, 0, 256]).ravel()

@@ -54,7 +54,7 @@ DEFAULT_MIN_TRACK_LENGTH = 8
 DEFAULT_FADE_FRAMES = 6
 
 _LK_WINDOW = 21  # pixels: the patch Lucas-Kanade follows
-_LK_TEST_WINDOW = 9  # pixels: the smaller patch that tells whether a new point itself moves
+_LK_TEST_WINDOW = 9  # pixels: the smaller patch that tells whether a new point itself moves (method motion)
 _LK_PARAMS = dict(maxLevel=3, criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
 _FB_MAX_ERROR = 1.0  # pixels: forward-backward round trip must come home this close
 _STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
@@ -201,11 +201,12 @@ class _Spots:
     @classmethod
     def find(cls, gray: np.ndarray, sensitivity: float) -> "_Spots":
         level = round(255.0 * (0.9 - 0.6 * sensitivity))  # 230 (strict) .. 77 (sensitive)
-        count, labels = cv2.connectedComponents((gray > level).astype(np.uint8), connectivity=8)
-        inside = np.flatnonzero(labels)
-        label = labels.ravel()[inside]
-        weight = gray.ravel()[inside].astype(np.float64)
-        rows, cols = np.divmod(inside, gray.shape[1])
+        bright = (gray > level).astype(np.uint8)
+        count, labels = cv2.connectedComponents(bright, connectivity=8)
+        where = cv2.findNonZero(bright)  # far quicker than NumPy on a sparse frame
+        cols, rows = (np.zeros(0, np.int64),) * 2 if where is None else where.reshape(-1, 2).T
+        label = labels[rows, cols]
+        weight = gray[rows, cols].astype(np.float64)
         mass = np.bincount(label, weight, count)
         with np.errstate(invalid="ignore", divide="ignore"):
             centroids = np.stack([np.bincount(label, weight * cols, count) / mass,
@@ -239,8 +240,8 @@ class _Spots:
 
 def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
             window: int = _LK_WINDOW):
-    """LK-tracked positions (starting from ``guess``, ``window`` pixels square) and a mask of points
-    that passed every check."""
+    """LK-tracked positions from gray ``previous`` into ``current`` (starting from ``guess``, a patch
+    ``window`` pixels square) and a mask of points that passed every check."""
     if len(points) == 0:
         return points, np.zeros(0, bool)
     start = np.ascontiguousarray(points.reshape(-1, 1, 2))
@@ -329,7 +330,7 @@ class TrackDetector:
         self._live_step = np.zeros((0, 2), np.float32)  # last frame-to-frame move
         self._lost = _Lost()
         self._pending: _Frame | None = None
-        self._previous: np.ndarray | None = None  # gray of the last processed frame
+        self._previous: _Frame | None = None  # the last processed frame
         self._camera: np.ndarray | None = None  # camera motion from the last processed frame to the next
         self._starved = False  # the last detection ran out of candidates
         self.frame_index = 0
@@ -354,10 +355,11 @@ class TrackDetector:
             raise ValueError(f"push takes one frame [H, W, 3], got shape {list(array.shape)}")
         rgb = _uint8(array[0])
         gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
-        reference = self._pending.gray if self._pending is not None else self._previous
-        if reference is not None and gray.shape != reference.shape:
+        earlier = self._pending or self._previous
+        if earlier is not None and gray.shape != earlier.gray.shape:
+            height, width = earlier.gray.shape
             raise ValueError(f"frame {self.frame_index} is {gray.shape[1]}x{gray.shape[0]} but earlier frames "
-                             f"are {reference.shape[1]}x{reference.shape[0]}; all frames must have one size")
+                             f"are {width}x{height}; all frames must have one size")
         if subject is not None and np.shape(subject) != gray.shape:
             raise ValueError(f"subject mask of frame {self.frame_index} has shape {list(np.shape(subject))}, "
                              f"expected {list(gray.shape)} (the frame's height and width)")
@@ -384,12 +386,12 @@ class TrackDetector:
         if ahead:
             motion = measure_motion(frame.gray, following.gray)
         elif not frame.shot_start:
-            motion = measure_motion(frame.gray, self._previous)  # the shot ends: what moved coming in
+            motion = measure_motion(frame.gray, self._previous.gray)  # the shot ends: what moved coming in
         else:
             motion = None
         positions, visible = self._track(frame, following, motion)
         self._camera = motion.matrix if ahead else None
-        self._previous = frame.gray
+        self._previous = frame
         return self._finisher.push(positions, visible, frame.shot_start)
 
     def _track(self, frame: _Frame, following: _Frame | None, motion: MotionFrame | None):
@@ -429,7 +431,7 @@ class TrackDetector:
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
             points, ok = spots.follow(self._live_points + self._live_step, np.where(unknown, 2 * reach, reach))
         else:
-            points, ok = _follow(self._previous, frame.gray, self._live_points, guess)
+            points, ok = _follow(self._previous.gray, frame.gray, self._live_points, guess)
         if frame.subject is not None:
             reach = max(3, round(0.01 * max(frame.gray.shape)))
             near = cv2.dilate(frame.subject.astype(np.uint8), np.ones((2 * reach + 1,) * 2, np.uint8))
@@ -450,12 +452,14 @@ class TrackDetector:
 
     def _moving(self, points: np.ndarray, frame: _Frame, following: _Frame | None,
                 motion: MotionFrame | None) -> np.ndarray:
-        """bool [n]: candidates on moving pixels that also move themselves, camera motion taken out,
-        by at least twice ``STILL_SPEED`` on the way to the next frame (where it is known)."""
+        """bool [n]: candidates on moving pixels (camera motion taken out); for method ``motion`` they
+        must also move themselves, by at least twice ``STILL_SPEED`` on the way to the next frame
+        (where it is known), seen through a small patch so that a static point beside a moving
+        edge does not pass."""
         if motion is None or len(points) == 0:
             return np.zeros(len(points), bool)
         moving = motion.level_at(points) > MOVING_LEVEL
-        if following is None or following.shot_start or not moving.any():
+        if self.method != "motion" or following is None or following.shot_start or not moving.any():
             return moving
         start = points[moving]
         carried = (start @ motion.matrix[:, :2].T + motion.matrix[:, 2]).astype(np.float32)
@@ -564,7 +568,8 @@ class TrackDetector:
         self._positions = np.concatenate([self._positions, np.zeros((len(fresh), 2), np.float32)])
         self._live_ids = np.concatenate([self._live_ids, ids])
         self._live_points = np.concatenate([self._live_points, points]).astype(np.float32)
-        self._live_speed = np.concatenate([self._live_speed, np.full(len(ids), 4 * STILL_SPEED, np.float32)])
+        speed = 4 * STILL_SPEED  # a new track counts as moving for its first frames
+        self._live_speed = np.concatenate([self._live_speed, np.full(len(ids), speed, np.float32)])
         self._live_step = np.concatenate([self._live_step, np.zeros((len(ids), 2), np.float32)])
 
     def _away_from_live(self, candidates: np.ndarray) -> np.ndarray:
