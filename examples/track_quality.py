@@ -48,7 +48,9 @@ from trackoverlay.utils.tracks.quality import measure_tracks
 from trackoverlay.utils.tracks.track_file import load_tracks_json
 from trackoverlay.utils.video.io import iter_video_frames
 
-DETECT_DEFAULTS = {name: parameter.default for name, parameter in [*inspect.signature(TrackDetector).parameters.items(), *inspect.signature(detect_tracks).parameters.items()]
+PARAMETERS = [*inspect.signature(TrackDetector).parameters.items(),
+              *inspect.signature(detect_tracks).parameters.items()]
+DETECT_DEFAULTS = {name: parameter.default for name, parameter in PARAMETERS
                    if parameter.default is not inspect.Parameter.empty
                    and isinstance(parameter.default, (bool, int, float, str))}
 
@@ -131,7 +133,8 @@ def demo_report(tracks, clip: DemoClip, near: float) -> dict:
     if len(boxes) == 0:
         return {"frame": t, "boxes": 0, f"boxes > {near:g} px from a dot": 0, "dots without a box": len(dots)}
     distance = np.hypot(*(boxes[:, None, :] - dots[None, :, :]).transpose(2, 0, 1))
-    return {"frame": t, "boxes": int(len(boxes)), f"boxes > {near:g} px from a dot": int(np.sum(distance.min(1) > near)),
+    return {"frame": t, "boxes": int(len(boxes)),
+            f"boxes > {near:g} px from a dot": int(np.sum(distance.min(1) > near)),
             "dots without a box": int(np.sum(distance.min(0) > near))}
 
 

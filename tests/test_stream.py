@@ -12,7 +12,7 @@ from trackoverlay.utils.raster.batch import render_batch
 from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.demo import CANVAS_RGB, DemoClip
-from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks
+from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json
 from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video
 from trackoverlay.utils.video.stream import (

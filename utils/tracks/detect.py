@@ -8,16 +8,19 @@ Per frame, :class:`TrackDetector`:
 3. follows live points by pyramidal Lucas-Kanade flow (started where the
    camera motion takes them, checked forward-backward), or, for bright
    spots, by matching each spot to the track whose motion predicts it; a
-   point that fails is kept aside for ``REACQUIRE_FRAMES`` frames, carried
-   with the camera;
+   point that fails (but not one that left the frame) waits to be found
+   again for ``REACQUIRE_FRAMES`` frames, moving on at its last speed;
 4. detects new points every ``redetect_interval`` frames (bright spots:
    every frame, as they are found anyway), on a shot's first frame, and
-   whenever fewer than ``REFILL_SHARE`` of ``max_points`` are live. New points go only where none are (``min_distance`` from live
-   ones); one that appears near a lost point takes that point's column back,
-   so ids survive occlusions and tracker slips. Points on moving pixels are
-   preferred (``motion_preference``); method ``motion`` takes only those,
-   and lets tracks that stop moving go. A ``subject`` mask limits points to
-   a region (detections inside it; tracks that leave it end);
+   whenever fewer than ``REFILL_SHARE`` of ``max_points`` are live. New
+   points go only where none are (``min_distance`` from live ones); one that
+   appears near a lost point takes that point's column back, so ids survive
+   occlusions and tracker slips, and a point lost less than
+   ``BRIDGE_FRAMES`` ago keeps its slot. Points on moving pixels come first
+   and may replace static ones (``motion_preference``); method ``motion``
+   takes only points that move themselves, and lets tracks that stop moving
+   go. A ``subject`` mask limits points to a region (detections inside it;
+   tracks that leave it end);
 5. hands the raw tracks to :class:`.finish.TrackFinisher`, which drops
    tracks shorter than ``min_track_length``, bridges short gaps and fades
    births and deaths over ``fade_frames``.
