@@ -284,8 +284,8 @@ class TrackDetector:
     Feed frames with :meth:`push` and call :meth:`finish` after the last one;
     both return the finished :class:`~.finish.TrackFrame` objects that are
     ready, in frame order, each ``lookahead`` frames after its frame went in.
-    A video of any length streams through in constant memory (apart from two
-    floats per track column ever started).
+    A video of any length streams through in constant memory (the frames in
+    flight, and a few numbers per track column ever started).
 
     Args:
         max_points: most points live at once.
@@ -300,8 +300,10 @@ class TrackDetector:
             :attr:`limit_frame` says where).
         min_track_length: tracks seen in fewer frames are not shown.
         fade_frames: births and deaths fade over this many frames (0 = pop).
-        motion_preference: 0..1; how strongly new points go to moving pixels
-            rather than static ones (1: every moving candidate first).
+        motion_preference: 0..1; > 0 puts candidates on moving pixels first,
+            and lets static tracks go (fading out) for moving candidates that
+            find no room, as long as at least (1 - preference) x ``max_points``
+            static tracks stay; 0 = no preference.
         cut_threshold: 0..1 colour-histogram distance that makes a scene cut
             (see :mod:`.cuts`); 0 = no cut detection.
 
