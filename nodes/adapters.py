@@ -80,16 +80,6 @@ def overlay_list(overlay, name: str) -> list:
     return list(overlay)
 
 
-def common_length(**counts: int) -> int:
-    """The shared length of named sequences where a length of 1 repeats; errors name both inputs."""
-    longer = [(name, count) for name, count in counts.items() if count != 1]
-    for name, count in longer[1:]:
-        if count != longer[0][1]:
-            raise ValueError(f"{longer[0][0]} has {longer[0][1]} frames but {name} has {count}: give equal "
-                             "frame counts, or 1 frame to repeat it")
-    return longer[0][1] if longer else 1
-
-
 def pixels_per_unit(units: str, height: int) -> float:
     """Pixels per size unit: 1 for pixels, ``height`` / 100 for '% of frame height'."""
     if units not in UNITS:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..utils.core.checks import broadcast_length
 from ..utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from ..utils.draw.display_list import DisplayList, merge_sequences
 from ..utils.draw.overlays import box_overlay, box_primitives, link_overlay
 from ..utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
 from ..utils.graph.neighbours import MODES, GraphParams
 from ..utils.tracks.contract import normalize_tracks
-from .adapters import bounding_boxes, common_length, engine_params, overlay_list, unit_scale
+from .adapters import bounding_boxes, engine_params, overlay_list, unit_scale
 from .widgets import (
     CATEGORY,
     OVERLAY,
@@ -149,7 +150,7 @@ class Boxes:
         if boxes is None:
             return (overlay,)
         extra = _bounding_box_overlay(boxes, style)
-        common_length(tracks=len(overlay), boxes=len(extra))
+        broadcast_length(tracks=len(overlay), boxes=len(extra))
         return (merge_sequences(overlay, extra),)
 
 
@@ -180,7 +181,7 @@ class Merge:
         given = {name: overlay_list(value, name) for name, value in
                  (("overlay_a", overlay_a), ("overlay_b", overlay_b), ("overlay_c", overlay_c),
                   ("overlay_d", overlay_d)) if value is not None}
-        common_length(**{name: len(value) for name, value in given.items()})
+        broadcast_length(**{name: len(value) for name, value in given.items()})
         return (merge_sequences(*given.values()),)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ..utils.core.checks import broadcast_length
 from ..utils.core.log import LOGGER
 from ..utils.raster.backend import make_renderer, select_backend
-from ..utils.raster.batch import broadcast_count, render_batch
+from ..utils.raster.batch import render_batch
 from .adapters import image_array, overlay_list, progress_callback, to_tensor
 from .widgets import CATEGORY, OVERLAY, backend_input, socket
 
@@ -35,7 +36,7 @@ class Render:
     def render(self, image, overlay, backend):
         frames = image_array(image)
         overlays = overlay_list(overlay, "overlay")
-        count = broadcast_count(len(frames), len(overlays))
+        count = broadcast_length(**{"the image batch": len(frames), "the overlay": len(overlays)})
         renderer, info = make_renderer(backend)
         LOGGER.info("Render Overlay: %d frame(s) of %dx%d on %s", count, frames.shape[2], frames.shape[1],
                     info.selected)

@@ -122,7 +122,7 @@ def test_torch_frames():
     ({"method": "sift"}, ["'sift'", "corners", "blobs", "bright"]),
     ({"max_points": 0}, ["max_points"]),
     ({"min_distance": -1}, ["min_distance"]),
-    ({"sensitivity": 1.5}, ["sensitivity", "0..1"]),
+    ({"sensitivity": 1.5}, ["sensitivity", "[0, 1]"]),
     ({"redetect_interval": 0}, ["redetect_interval"]),
     ({"point_size": -2}, ["point_size"]),
     ({"max_points": 10, "max_tracks": 5}, ["max_tracks", "max_points"]),

@@ -366,7 +366,7 @@ def test_render_repeats_one_overlay_over_a_batch():
 
 
 def test_render_mismatched_batches_name_both_counts():
-    with pytest.raises(ValueError, match="the image batch has 3 frames but the overlay frames have 2"):
+    with pytest.raises(ValueError, match="the image batch has 3 frames but the overlay has 2"):
         render(frames(3), moving_box_overlay(2))
 
 

@@ -11,18 +11,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..core.checks import broadcast_length
 from ..draw.display_list import DisplayList
 from .layer import layer_to_rgba
-
-
-def broadcast_count(frames: int, overlays: int, what: str = "overlay frames") -> int:
-    """The output length for ``frames`` images against ``overlays`` entries (1 repeats)."""
-    if frames == overlays or overlays == 1:
-        return frames
-    if frames == 1:
-        return overlays
-    raise ValueError(f"the image batch has {frames} frames but the {what} have {overlays}: "
-                     "give equal counts, or 1 of either to repeat it")
 
 
 @dataclass
@@ -49,7 +40,7 @@ def render_batch(frames: np.ndarray, overlays: list, renderer, with_layer: bool 
     for entry in overlays:
         if not isinstance(entry, DisplayList):
             raise TypeError(f"overlay entries must be DisplayList, got {type(entry).__name__}")
-    count = broadcast_count(len(frames), len(overlays))
+    count = broadcast_length(**{"the image batch": len(frames), "the overlay": len(overlays)})
     height, width = frames.shape[1:3]
     out = np.empty((count,) + frames.shape[1:], frames.dtype)
     layer_rgb = np.zeros((count, height, width, 3), np.float32) if with_layer else None

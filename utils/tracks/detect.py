@@ -16,6 +16,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.arrays import to_numpy
+from ..core.checks import check_choice, check_number
 from .contract import Tracks, fill_hidden
 
 METHODS = ("corners", "blobs", "bright")
@@ -128,18 +129,13 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray):
 
 
 def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks) -> None:
-    if method not in _DETECTORS:
-        raise ValueError(f"method {method!r} is not known; use one of {', '.join(METHODS)}")
-    if max_points < 1:
-        raise ValueError(f"max_points must be >= 1, got {max_points}")
-    if not min_distance >= 0:
-        raise ValueError(f"min_distance must be >= 0 pixels, got {min_distance}")
-    if not 0.0 <= sensitivity <= 1.0:
-        raise ValueError(f"sensitivity must lie in 0..1, got {sensitivity}")
-    if redetect_interval < 1:
-        raise ValueError(f"redetect_interval must be >= 1 frame, got {redetect_interval}")
-    if max_tracks is not None and max_tracks < max_points:
-        raise ValueError(f"max_tracks ({max_tracks}) must be >= max_points ({max_points})")
+    check_choice("method", method, METHODS)
+    check_number("max_points", max_points, 1, integer=True)
+    check_number("min_distance (pixels)", min_distance, 0.0)
+    check_number("sensitivity", sensitivity, 0.0, 1.0)
+    check_number("redetect_interval (frames)", redetect_interval, 1, integer=True)
+    if max_tracks is not None:
+        check_number("max_tracks (at least max_points)", max_tracks, max_points, integer=True)
 
 
 class TrackDetector:
