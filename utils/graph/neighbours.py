@@ -23,9 +23,19 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.arrays import array_module, to_numpy
+from ..core.limits import Range
 from ..core.log import LOGGER
 
 MODES = ("knn", "radius")
+# Accepted ranges of the numeric GraphParams fields (pixels, counts); the node widgets read these too.
+GRAPH_RANGES = {
+    "k": Range(1),
+    "radius": Range(0.0, low_open=True),
+    "max_length": Range(0.0),
+    "delta_y_cap": Range(0.0),
+    "degree_cap": Range(0),
+    "hysteresis": Range(0.0, 1.0, high_open=True),
+}
 
 
 def _check_number(name: str, value, low: float, high: float = math.inf,
@@ -68,12 +78,8 @@ class GraphParams:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"GraphParams.mode must be one of {MODES}, got {self.mode!r}")
-        _check_number("k", self.k, 1, integer=True)
-        _check_number("radius", self.radius, 0.0, low_open=True)
-        _check_number("max_length", self.max_length, 0.0)
-        _check_number("delta_y_cap", self.delta_y_cap, 0.0)
-        _check_number("degree_cap", self.degree_cap, 0, integer=True)
-        _check_number("hysteresis", self.hysteresis, 0.0, 1.0)
+        for name, limits in GRAPH_RANGES.items():
+            _check_number(name, getattr(self, name), *limits, integer=name in ("k", "degree_cap"))
 
 
 # ----------------------------------------------------------------- xp helpers
