@@ -30,13 +30,15 @@ class DemoClipNode(io.ComfyNode):
                         "from a seed: the frames, the dots' true tracks, and a VIDEO with a short generated "
                         "sound, so a graph runs with no input file.",
             inputs=[
-                int_input("width", WIDTH, limits["width"], "Frame width in pixels."),
-                int_input("height", HEIGHT, limits["height"], "Frame height in pixels."),
+                int_input("width", WIDTH, limits["width"], "Frame width in pixels (even, as H.264 needs).", step=2),
+                int_input("height", HEIGHT, limits["height"], "Frame height in pixels (even, as H.264 needs).",
+                          step=2),
                 int_input("frame_count", FRAMES, limits["frame_count"], "Number of frames."),
                 float_input("fps", FPS, limits["fps"], "Frames per second (sets the dots' speed and the "
                             "VIDEO's frame rate).", step=1.0),
                 int_input("dots", DOTS, limits["dots"], "Number of glowing dots."),
-                int_input("seed", 0, limits["seed"], "Same seed, same clip; change it for another."),
+                int_input("variant", 0, limits["seed"], "Which arrangement of dots: the same number gives the "
+                          "same clip on every machine."),
             ],
             outputs=[
                 io.Image.Output("frames", tooltip="The clip's frames, IMAGE [B, H, W, 3]."),
@@ -49,8 +51,8 @@ class DemoClipNode(io.ComfyNode):
         )
 
     @classmethod
-    def execute(cls, width, height, frame_count, fps, dots, seed) -> io.NodeOutput:
-        clip = DemoClip(width, height, frame_count, fps=fps, dots=dots, seed=seed)
+    def execute(cls, width, height, frame_count, fps, dots, variant) -> io.NodeOutput:
+        clip = DemoClip(width, height, frame_count, fps=fps, dots=dots, seed=variant)
         frames = frames_tensor(clip.frames(), frame_count, height, width)
         audio = audio_output(clip.audio(AUDIO_RATE), AUDIO_RATE)
         components = Types.VideoComponents(images=frames, frame_rate=Fraction(fps).limit_denominator(1001),

@@ -47,10 +47,10 @@ def _bounds(limits: Range, inside: float) -> tuple:
     return low, high
 
 
-def int_input(name: str, default: int, limits: Range, tooltip: str, **options):
-    """An INT widget bounded by the engine's ``limits``."""
+def int_input(name: str, default: int, limits: Range, tooltip: str, step: int = 1, **options):
+    """An INT widget bounded by the engine's ``limits`` (a ``step`` of 2 keeps values even from an even min)."""
     low, high = _bounds(limits, 1)
-    return io.Int.Input(name, default=default, min=int(low), max=int(high), step=1, tooltip=tooltip, **options)
+    return io.Int.Input(name, default=default, min=int(low), max=int(high), step=step, tooltip=tooltip, **options)
 
 
 def float_input(name: str, default: float, limits: Range, tooltip: str, step: float = 0.1, **options):

@@ -2,10 +2,12 @@
 
 No package on PyPI provides ComfyUI's ``comfy_api``, so :func:`install_comfy_api`
 installs a minimal ``comfy_api.latest`` holding just what the nodes use. It
-follows ComfyUI's own V3 API (``comfy_api/latest/_io.py``, 0.11 and later):
-the same class names, the same keyword arguments (an argument ComfyUI does not
-accept is a ``TypeError`` here too), schema validation (unique ids) and the
-same ``as_dict`` keys that ``/object_info`` serves. It imports no torch.
+follows ComfyUI's own V3 API (``comfy_api/latest/_io.py``) as of 0.11.0, the
+oldest version the pack supports: the same class names, the same keyword
+arguments (one that 0.11.0 does not accept, such as ``Schema``'s later
+``essentials_category``, is a ``TypeError`` here too), schema validation
+(unique ids) and the same ``as_dict`` keys that ``/object_info`` serves. It
+imports no torch.
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ def comfytype(io_type: str):
 
 
 class ComfyTypeIO:
-    io_type=None
+    io_type: str | None = None
     Input = Input
     Output = Output
 
@@ -235,7 +237,7 @@ class HiddenHolder:
 @dataclass
 class Schema:
     node_id: str
-    display_name=None
+    display_name: str | None = None
     category: str = "sd"
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
@@ -246,14 +248,11 @@ class Schema:
     is_output_node: bool = False
     is_deprecated: bool = False
     is_experimental: bool = False
-    is_dev_only: bool = False
     is_api_node: bool = False
-    price_badge=None
+    price_badge: Any = None
     not_idempotent: bool = False
     enable_expand: bool = False
     accept_all_inputs: bool = False
-    essentials_category=None
-    has_intermediate_output: bool = False
 
     def validate(self):
         """As ComfyUI's: input ids unique, output ids unique."""
@@ -346,8 +345,8 @@ class ComfyExtension:
 class VideoComponents:
     images: Any
     frame_rate: Fraction
-    audio=None
-    metadata=None
+    audio: Any = None
+    metadata: dict | None = None
 
 
 class VideoFromFile:
@@ -376,7 +375,7 @@ class ExecutionBlocker:
 def install_comfy_api() -> None:
     """Put the stand-in ``comfy_api.latest`` (and ``comfy_execution.graph_utils``) in ``sys.modules``.
 
-    Does nothing where the real ``comfy_api`` is importable.
+    Does nothing when a ``comfy_api.latest`` is already imported.
     """
     if "comfy_api.latest" in sys.modules:
         return

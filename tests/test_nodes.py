@@ -535,7 +535,7 @@ def test_render_layer_repeats_one_frame_or_one_overlay_and_names_mismatches():
 
 def test_demo_clip_outputs_frames_true_tracks_and_a_video_with_sound():
     frames_out, tracks, video, audio = run("DemoClip", width=64, height=48, frame_count=5, fps=10.0, dots=3,
-                                           seed=4)
+                                           variant=4)
     clip = DemoClip(64, 48, 5, fps=10.0, dots=3, seed=4)
     assert frames_out.shape == (5, 48, 64, 3) and frames_out.dtype == torch.float32
     np.testing.assert_array_equal((frames_out[2].numpy() * 255).round().astype(np.uint8), clip.frame(2))
@@ -549,7 +549,7 @@ def test_demo_clip_outputs_frames_true_tracks_and_a_video_with_sound():
 
 
 def test_demo_clip_frames_feed_detection_that_finds_the_dots():
-    frames_out, tracks, _, _ = run("DemoClip", width=160, height=96, frame_count=3, dots=4, seed=1)
+    frames_out, tracks, _, _ = run("DemoClip", width=160, height=96, frame_count=3, dots=4, variant=1)
     (detected,) = run("DetectTracks", image=frames_out, method="bright", min_distance=6.0)
     truth = tracks["track_path"][0].numpy()
     found = detected["track_path"][0][detected["track_visibility"][0]].numpy()

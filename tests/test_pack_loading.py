@@ -166,6 +166,7 @@ def test_every_declaration_is_complete_and_valid(schemas):
             kind = item.get_io_type()
             if issubclass(item.Parent, WIDGET_TYPES):
                 check_widget(where, item, item.default)
+                assert item.id not in ("seed", "noise_seed"), f"{where}: the frontend adds a randomize control"
             else:
                 assert kind in CORE_TYPES | PACK_TYPES, f"{where}: unknown type {kind}"
         for output in schema.outputs:
@@ -254,7 +255,9 @@ def test_detect_mask_demo_and_video_widgets_offer_only_values_the_engine_accepts
     accepts_both_ends(lambda name, value: tracks_from_mask(np.zeros((1, 8, 8)), **{name: value}),
                       widget_extremes(mask))
     _, demo = schemas["TrackOverlayDemoClip"]
-    accepts_both_ends(lambda name, value: DemoClip(**{name: value}), widget_extremes(demo))
+    extremes = widget_extremes(demo)
+    extremes["seed"] = extremes.pop("variant")
+    accepts_both_ends(lambda name, value: DemoClip(**{name: value}), extremes)
     _, video = schemas["TrackOverlayVideo"]
     assert widget_extremes(video)["crf"] == CRF_RANGE[:2]
     accepts_both_ends(lambda name, value: GraphParams(**{name: value}), widget_extremes(video, "link_"))
