@@ -62,7 +62,7 @@ def graph_widgets() -> list:
         int_input("degree_cap", _GRAPH["degree_cap"], limits["degree_cap"],
                   "At most this many links per point; 0 = no limit."),
         float_input("hysteresis", _GRAPH["hysteresis"], limits["hysteresis"],
-                    "0..0.99: how strongly last frame's links are kept (less flicker); 0 = off.", step=0.05),
+                    "How strongly last frame's links are kept (less flicker), from 0 (off) up to, not including, 1.", step=0.05),
     ]
 
 

@@ -29,11 +29,11 @@ from ..core.log import LOGGER
 MODES = ("knn", "radius")
 # Accepted ranges of the numeric GraphParams fields (pixels, counts); the node widgets read these too.
 GRAPH_RANGES = {
-    "k": Range(1),
-    "radius": Range(0.0, low_open=True),
-    "max_length": Range(0.0),
-    "delta_y_cap": Range(0.0),
-    "degree_cap": Range(0),
+    "k": Range(1, high_open=True),
+    "radius": Range(0.0, low_open=True, high_open=True),
+    "max_length": Range(0.0, high_open=True),
+    "delta_y_cap": Range(0.0, high_open=True),
+    "degree_cap": Range(0, high_open=True),
     "hysteresis": Range(0.0, 1.0, high_open=True),
 }
 
