@@ -62,7 +62,8 @@ def graph_widgets() -> list:
         int_input("degree_cap", _GRAPH["degree_cap"], limits["degree_cap"],
                   "At most this many links per point; 0 = no limit."),
         float_input("hysteresis", _GRAPH["hysteresis"], limits["hysteresis"],
-                    "How strongly last frame's links are kept (less flicker), from 0 (off) up to, not including, 1.", step=0.05),
+                    "How strongly last frame's links are kept (less flicker), from 0 (off) up to, not "
+                    "including, 1.", step=0.05),
     ]
 
 

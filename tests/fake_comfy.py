@@ -82,7 +82,8 @@ class WidgetInput(Input):
     def __init__(self, id, display_name=None, optional=False, tooltip=None, lazy=None, default=None,
                  socketless=None, widget_type=None, force_input=None, extra_dict=None, raw_link=None, advanced=None):
         super().__init__(id, display_name, optional, tooltip, lazy, extra_dict, raw_link, advanced)
-        self.default, self.socketless, self.widget_type, self.force_input = default, socketless, widget_type, force_input
+        self.default, self.socketless = default, socketless
+        self.widget_type, self.force_input = widget_type, force_input
 
     def as_dict(self) -> dict:
         return super().as_dict() | _prune({"default": self.default, "socketless": self.socketless,
