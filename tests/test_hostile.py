@@ -326,9 +326,9 @@ NUMBER_ERRORS = [
     case("colour-name", lambda tmp: ("red",), lambda v: LineStyle(color=v),
          ValueError, r"line color 'red' is not a colour: use hex digits, e.g. #00E5FF"),
     case("k-0", lambda tmp: (0,), lambda v: GraphParams(k=v),
-         ValueError, r"GraphParams\.k must be a whole number in \[1, inf\], got 0"),
+         ValueError, r"GraphParams\.k must be a whole number in \[1, inf\), got 0"),
     case("k-2.5", lambda tmp: (2.5,), lambda v: GraphParams(k=v),
-         ValueError, r"GraphParams\.k must be a whole number in \[1, inf\], got 2\.5"),
+         ValueError, r"GraphParams\.k must be a whole number in \[1, inf\), got 2\.5"),
     case("hysteresis-1", lambda tmp: (1.0,), lambda v: GraphParams(hysteresis=v),
          ValueError, r"GraphParams\.hysteresis must be a number in \[0, 1\), got 1\.0"),
 ]

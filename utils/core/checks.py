@@ -1,4 +1,4 @@
-"""The pack's input rules, written once: numbers in a range, choices, and broadcast lengths.
+"""The pack's input rules, written once: ranges, numbers, choices, and broadcast lengths.
 
 Every stage checks what it is given with these, so an error always names the
 input, the allowed range and what was given.
@@ -8,6 +8,20 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import NamedTuple
+
+
+class Range(NamedTuple):
+    """Accepted values from ``low`` to ``high``; an end marked open is excluded.
+
+    Declared once next to each check; the node widgets read the same ranges, so a
+    widget never offers a value the engine refuses.
+    """
+
+    low: float
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
 
 
 def check_number(name: str, value, low: float = -math.inf, high: float = math.inf, *,
@@ -25,6 +39,12 @@ def check_number(name: str, value, low: float = -math.inf, high: float = math.in
     too_high = value >= high if high_open else value > high
     if math.isnan(value) or too_low or too_high:
         raise ValueError(f"{allowed}, got {value!r}")
+
+
+def check_range(name: str, value, accepted: Range, integer: bool = False) -> None:
+    """:func:`check_number` against a declared :class:`Range`."""
+    check_number(name, value, accepted.low, accepted.high, low_open=accepted.low_open,
+                 high_open=accepted.high_open, integer=integer)
 
 
 def check_choice(name: str, value, allowed) -> None:

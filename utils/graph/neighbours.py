@@ -22,10 +22,19 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.arrays import array_module, to_numpy
-from ..core.checks import check_choice, check_number
+from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
 
 MODES = ("knn", "radius")
+# Accepted ranges of the numeric GraphParams fields (pixels, counts); the node widgets read these too.
+GRAPH_RANGES = {
+    "k": Range(1, high_open=True),
+    "radius": Range(0.0, low_open=True, high_open=True),
+    "max_length": Range(0.0, high_open=True),
+    "delta_y_cap": Range(0.0, high_open=True),
+    "degree_cap": Range(0, high_open=True),
+    "hysteresis": Range(0.0, 1.0, high_open=True),
+}
 
 
 @dataclass(frozen=True)
@@ -54,12 +63,8 @@ class GraphParams:
 
     def __post_init__(self):
         check_choice("GraphParams.mode", self.mode, MODES)
-        check_number("GraphParams.k", self.k, 1, integer=True)
-        check_number("GraphParams.radius", self.radius, 0.0, low_open=True)
-        check_number("GraphParams.max_length", self.max_length, 0.0)
-        check_number("GraphParams.delta_y_cap", self.delta_y_cap, 0.0)
-        check_number("GraphParams.degree_cap", self.degree_cap, 0, integer=True)
-        check_number("GraphParams.hysteresis", self.hysteresis, 0.0, 1.0, high_open=True)
+        for name, accepted in GRAPH_RANGES.items():
+            check_range(f"GraphParams.{name}", getattr(self, name), accepted, integer=name in ("k", "degree_cap"))
 
 
 # ----------------------------------------------------------------- xp helpers
