@@ -14,7 +14,7 @@ from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.track_file import save_tracks_json
 from trackoverlay.utils.video.io import VideoWriter, probe_video
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "overlay_video.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "overlay_video.py"
 
 
 def run_cli(*args, cwd):
