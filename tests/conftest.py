@@ -3,6 +3,7 @@
 Fixtures (one definition each):
 
 - ``cpu_renderer``: a :class:`CpuRenderer` with 2 worker threads, shared by the session.
+- ``gpu_renderer``: the :class:`GpuRenderer` likewise, for tests marked ``gpu``.
 - ``renderer``: every backend in turn, ``cpu`` then ``gpu``: rendering tests that
   take it run once per backend and compare each with the coverage model,
   the goldens or their own exact values. The ``gpu`` run is marked ``gpu``
@@ -44,17 +45,20 @@ def cpu_renderer():
     renderer.close()
 
 
+@pytest.fixture(scope="session")
+def gpu_renderer():
+    """The GPU renderer (2 host threads); only tests marked ``gpu`` may ask for it."""
+    from trackoverlay.utils.raster.gpu import GpuRenderer  # imports CuPy on first use only
+
+    renderer = GpuRenderer(workers=2)
+    yield renderer
+    renderer.close()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def renderer(request):
-    """Each backend's renderer in turn (``renderer.name`` is "cpu" or "gpu"; 2 host threads)."""
-    if request.param == "gpu":
-        from trackoverlay.utils.raster.gpu import GpuRenderer  # CuPy only where the gpu run is not skipped
-
-        backend = GpuRenderer(workers=2)
-    else:
-        backend = CpuRenderer(workers=2)
-    yield backend
-    backend.close()
+    """``cpu_renderer``, then ``gpu_renderer`` (``renderer.name`` says which)."""
+    return request.getfixturevalue(f"{request.param}_renderer")
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from trackoverlay.utils.graph.neighbours import (
     knn_cpu,
     pairs_within_cpu,
 )
+from trackoverlay.utils.graph.knn_gpu import knn_gpu
 
 
 def random_points(n, seed=0, size=(1920, 1080)):
@@ -435,15 +436,6 @@ def test_sticky_edge_survives_small_overtake():
 # ---------------------------------------------------------------------- GPU
 
 
-def _cupy_or_skip():
-    cupy = pytest.importorskip("cupy")
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:  # no driver / no device
-        pytest.skip(f"no usable CUDA device: {error}")
-    return cupy
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "params",
@@ -454,9 +446,10 @@ def _cupy_or_skip():
         GraphParams(mode="radius", radius=90.0, hysteresis=0.2, degree_cap=4),
     ],
 )
-@pytest.mark.parametrize("knn", [knn_cpu, knn_bruteforce], ids=["knn_cpu", "knn_xp"])
+@pytest.mark.parametrize("knn", [knn_cpu, knn_bruteforce, knn_gpu], ids=["knn_cpu", "knn_xp", "knn_gpu"])
 def test_cupy_arrays_give_the_numpy_graph(params, knn):
-    cupy = _cupy_or_skip()
+    import cupy
+
     path, visibility = jittered_tracks(points=300, frames=4)
     visibility[1, ::7] = False
     want = build_edge_sequence(path, visibility, params)

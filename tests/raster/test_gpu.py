@@ -1,12 +1,17 @@
-"""GPU backend: same picture as the CPU path (max |GPU - CPU| <= 2/255 per channel)."""
+"""GPU renderer only: frames on the device, buffer reuse and growth (max |GPU - CPU| <= 2/255 per channel).
+
+Host-frame rendering on the GPU runs the same tests as the CPU through the
+``renderer`` fixture (test_raster, test_golden, test_properties); this module
+holds what only the GPU renderer has.
+"""
 
 import numpy as np
 import pytest
-from scenes import SCENES
+from scenes import SCENES, boxes, flat_frame
 from trackoverlay.utils.draw.display_list import DisplayList
 from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
-from trackoverlay.utils.raster.cpu import CpuRenderer
+from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 
 pytestmark = pytest.mark.gpu
 
@@ -25,123 +30,25 @@ def assert_parity(got, want):
     assert worst <= PARITY, f"max |GPU - CPU| = {worst * 255:.2f}/255"
 
 
-def random_scene(seed, count=40, size=(320, 240), **line_options):
-    rng = np.random.default_rng(seed)
-    width, height = size
-    points = (rng.random((count, 2)) * [width, height]).astype(np.float32)
-    a, b = np.triu_indices(count, 1)
-    near = np.hypot(*(points[a] - points[b]).T) < 70
-    edges = np.stack([a[near], b[near]], axis=1)
-    ids = np.arange(count)
-    lines = link_polylines(points, ids, edges, LineStyle(**{"width": 2.5, "opacity": 0.8, **line_options}))
-    boxes = box_primitives(points, np.full((count, 2), 18.0), ids,
-                           BoxStyle(stroke_width=1.5, fill_opacity=0.25, roundness=0.4, color_mode="track"))
-    frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-    return frame, DisplayList((boxes, lines))
-
-
-SCENE_OPTIONS = [
-    {},
-    {"color_mode": "track", "gradient": True, "curve": "cubic"},
-    {"pattern": "dashed", "curve": "s_curve", "width": 4.0},
-    {"pattern": "dotted", "gap_length": 9.0, "width": 3.0, "curve": "straight"},
-]
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    from trackoverlay.utils.raster.gpu import GpuRenderer
-
-    return GpuRenderer()
-
-
-@pytest.mark.parametrize("options", SCENE_OPTIONS)
-@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
-def test_host_frames_match_cpu(gpu, options, dtype):
-    frame, scene = random_scene(3, **options)
-    frame = as_dtype(frame, dtype)
-    assert_parity(gpu.render(frame, scene), CpuRenderer().render(frame, scene))
-
-
-@pytest.mark.parametrize("options", SCENE_OPTIONS)
-@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
-def test_device_frames_match_cpu(gpu, options, dtype):
+def render_on_device(gpu, frame, display_list):
+    """``display_list`` over ``frame`` composited on the GPU, back on the host."""
     import cupy
 
-    frame, scene = random_scene(5, **options)
-    frame = as_dtype(frame, dtype)
-    want = CpuRenderer().render(frame, scene)
-    assert_parity(gpu.render_device(cupy.asarray(frame), gpu.upload(scene)).get(), want)
+    return gpu.render_device(cupy.asarray(frame), gpu.upload(display_list)).get()
 
 
-def test_layer_matches_cpu(gpu):
-    frame, scene = random_scene(7, color_mode="track", gradient=True)
-    height, width = frame.shape[:2]
-    want_rgb, want_alpha = CpuRenderer().render_layer(scene, height, width)
-    got_rgb, got_alpha = gpu.render_layer(scene, height, width)
-    assert np.abs(got_alpha - want_alpha).max() <= PARITY
-    visible = want_alpha > 0.05
-    assert np.abs(got_rgb - want_rgb)[visible].max() <= PARITY
+def link_display_list(points, params, line_style, box_style):
+    """kNN links of ``line_style`` under boxes of ``box_style`` around ``points``."""
+    edges, _ = build_edges(points, params)
+    ids = np.arange(len(points))
+    return DisplayList((link_polylines(points, ids, edges, line_style),
+                        box_primitives(points, np.full((len(points), 2), box_style.size), ids, box_style)))
 
 
 @pytest.mark.parametrize("name", sorted(SCENES))
-def test_every_regression_scene_matches_cpu(gpu, name):
-    import cupy
-
+def test_device_frames_match_cpu(cpu_renderer, gpu_renderer, name):
     frame, scene = SCENES[name]()
-    scale = 255 if frame.dtype == np.uint8 else 1
-    want = CpuRenderer().render(frame, scene).astype(np.float32)
-    host = gpu.render(frame, scene).astype(np.float32)
-    device = gpu.render_device(cupy.asarray(frame), gpu.upload(scene)).get().astype(np.float32)
-    worst = max(np.abs(host - want).max(), np.abs(device - want).max()) / scale
-    print(f"parity {name}: max |GPU - CPU| = {worst * 255:.2f}/255")
-    assert worst <= PARITY
-
-
-def test_empty_scene_copies_frame(gpu):
-    frame = np.random.default_rng(0).integers(0, 256, (50, 70, 3), dtype=np.uint8)
-    out = gpu.render(frame, DisplayList())
-    assert out is not frame
-    np.testing.assert_array_equal(out, frame)
-
-
-def _cpu_link_frame(points, params, line_style, box_style):
-    from trackoverlay.utils.graph.neighbours import build_edges
-
-    edges, _ = build_edges(points, params)
-    ids = np.arange(len(points))
-    layers = [link_polylines(points, ids, edges, line_style)]
-    layers.append(box_primitives(points, np.full((len(points), 2), box_style.size), ids, box_style))
-    return DisplayList(tuple(layers))
-
-
-@pytest.mark.parametrize("count,k", [(1, 5), (2, 5), (50, 3), (300, 8), (2000, 5)])
-def test_knn_kernel_matches_cpu(count, k):
-    import cupy
-    from trackoverlay.utils.graph.knn_gpu import knn_gpu
-    from trackoverlay.utils.graph.neighbours import knn_cpu
-
-    points = (np.random.default_rng(count).random((count, 2)) * [1920, 1080]).astype(np.float32)
-    want_index, want_distance = knn_cpu(points, k)
-    index, distance = knn_gpu(cupy.asarray(points), k)
-    np.testing.assert_array_equal(index.get(), want_index)
-    np.testing.assert_allclose(distance.get(), want_distance, rtol=1e-5, atol=1e-3)
-
-
-def test_graph_sequence_runs_on_cupy_with_the_fused_knn():
-    import cupy
-    from trackoverlay.utils.graph.knn_gpu import knn_gpu
-    from trackoverlay.utils.graph.neighbours import GraphParams, build_edge_sequence
-
-    rng = np.random.default_rng(1)
-    base = rng.random((200, 2)) * [1280, 720]
-    path = (base + rng.normal(0, 2, (12, 200, 2))).astype(np.float32)
-    visible = rng.random((12, 200)) > 0.05
-    params = GraphParams(k=4, degree_cap=5, hysteresis=0.2, delta_y_cap=300)
-    want = build_edge_sequence(path, visible, params)
-    got = build_edge_sequence(cupy.asarray(path), cupy.asarray(visible), params, knn=knn_gpu)
-    for edges_want, edges_got in zip(want, got):
-        np.testing.assert_array_equal(edges_got.get(), edges_want)
+    assert_parity(render_on_device(gpu_renderer, frame, scene), cpu_renderer.render(frame, scene))
 
 
 LINK_LOOKS = [
@@ -156,60 +63,66 @@ LINK_LOOKS = [
 
 @pytest.mark.parametrize("look", range(len(LINK_LOOKS)))
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
-def test_gpu_link_looks_match_cpu_on_a_device_frame(look, dtype):
-    import cupy
-    from trackoverlay.utils.graph.neighbours import GraphParams
-    from trackoverlay.utils.raster.gpu import GpuRenderer
-
+def test_gpu_link_looks_match_cpu_on_a_device_frame(cpu_renderer, gpu_renderer, look, dtype):
     line_style, box_style = LINK_LOOKS[look]
     params = GraphParams(k=5, delta_y_cap=150.0, max_length=220.0)
     rng = np.random.default_rng(look)
     points = (rng.random((120, 2)) * [640, 360]).astype(np.float32)
     frame = as_dtype(rng.integers(0, 256, (360, 640, 3), dtype=np.uint8), dtype)
-    display_list = _cpu_link_frame(points, params, line_style, box_style)
-    want = CpuRenderer().render(frame, display_list)
-    renderer = GpuRenderer()
-    assert_parity(renderer.render_device(cupy.asarray(frame), renderer.upload(display_list)).get(), want)
+    display_list = link_display_list(points, params, line_style, box_style)
+    assert_parity(render_on_device(gpu_renderer, frame, display_list), cpu_renderer.render(frame, display_list))
 
 
-@pytest.mark.parametrize("count", [3, 100, 5000])
-def test_faiss_knn_matches_cpu(count):
-    pytest.importorskip("faiss", reason="FAISS GPU is optional")
-    from trackoverlay.utils.graph.knn_faiss import knn_faiss
-    from trackoverlay.utils.graph.neighbours import knn_cpu
-
-    points = (np.random.default_rng(count).random((count, 2)) * [3840, 2160]).astype(np.float32)
-    want_index, want_distance = knn_cpu(points, 5)
-    index, distance = knn_faiss(points, 5)
-    np.testing.assert_array_equal(index, want_index)
-    np.testing.assert_allclose(distance, want_distance, rtol=1e-5, atol=1e-3)
+@pytest.mark.parametrize("opacity", [0.3, 0.55, 0.77])
+def test_device_uint8_blend_rounds_to_nearest(gpu_renderer, opacity):
+    """The device composite rounds to the nearest level, like the host blend (truncation is 1 level off)."""
+    frame = np.repeat(np.arange(256, dtype=np.uint8).reshape(16, 16, 1), 3, axis=2)
+    out = render_on_device(gpu_renderer, frame, DisplayList((boxes([8, 8], [20, 20],
+                                                                   fill_color=(1, 1, 1, opacity)),)))
+    exact = opacity * 255 + frame.astype(np.float64) * (1 - opacity)
+    clear = np.abs(exact - np.floor(exact) - 0.5) > 1e-3  # ties may go either way in float32
+    expected = np.floor(exact + 0.5)
+    assert np.any(expected[clear] != np.floor(exact[clear]))  # truncation would fail here
+    np.testing.assert_array_equal(out[clear], expected[clear])
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
-def test_gpu_scene_over_host_frame_matches_cpu(dtype):
-    from trackoverlay.utils.graph.neighbours import GraphParams
-    from trackoverlay.utils.raster.gpu import GpuRenderer
-
+def test_gpu_scene_over_host_frame_matches_cpu(cpu_renderer, gpu_renderer, dtype):
+    """render_host reuses its pinned buffers from frame to frame and never touches the input."""
     params, line_style, box_style = GraphParams(k=5), LineStyle(width=2.0), BoxStyle()
     rng = np.random.default_rng(11)
     points = (rng.random((100, 2)) * [960, 540]).astype(np.float32)
     frame = as_dtype(rng.integers(0, 256, (540, 960, 3), dtype=np.uint8), dtype)
     original = frame.copy()
-    display_list = _cpu_link_frame(points, params, line_style, box_style)
-    want = CpuRenderer().render(frame, display_list)
-    renderer = GpuRenderer()
+    display_list = link_display_list(points, params, line_style, box_style)
+    want = cpu_renderer.render(frame, display_list)
+    scene = gpu_renderer.upload(display_list)
     for _ in range(2):  # the second frame reuses every buffer
-        assert_parity(renderer.render_host(frame, renderer.upload(display_list)), want)
+        assert_parity(gpu_renderer.render_host(frame, scene), want)
     np.testing.assert_array_equal(frame, original)
 
 
-def test_key_buffer_grows_when_a_scene_needs_more():
+def test_key_buffer_grows_when_a_scene_needs_more(cpu_renderer):
     from trackoverlay.utils.raster.gpu import GpuRenderer
 
-    frame, scene = random_scene(13, count=200, size=(640, 480), width=30.0)
-    renderer = GpuRenderer()
+    frame, scene = SCENES["seed_scene"]()
+    renderer = GpuRenderer(workers=1)
     renderer._capacity = 8  # far too small: the first binning overflows
-    got = renderer.render(frame, scene).astype(np.float32)
-    want = CpuRenderer().render(frame, scene).astype(np.float32)
+    try:
+        got = renderer.render(frame, scene)
+    finally:
+        renderer.close()
     assert renderer._capacity > 8
-    assert np.abs(got - want).max() <= 2
+    assert_parity(got, cpu_renderer.render(frame, scene))
+
+
+def test_device_frame_of_the_wrong_shape_is_refused(gpu_renderer):
+    import cupy
+
+    with pytest.raises(ValueError, match=r"frame must be a uint8/float32 \[H, W, 3\] CuPy array"):
+        gpu_renderer.render_device(cupy.zeros((8, 8, 4), cupy.uint8), gpu_renderer.upload(DisplayList()))
+
+
+def test_empty_scene_on_a_device_frame_copies_it(gpu_renderer):
+    frame = flat_frame(50, 70, (0.2, 0.4, 0.6))
+    np.testing.assert_array_equal(render_on_device(gpu_renderer, frame, DisplayList()), frame)
