@@ -2,7 +2,8 @@
 
 Nothing crashes deep inside NumPy (RuntimeWarnings fail these tests), nothing
 hangs (every input is small), nothing is lost: every case snapshots the user
-objects it passes in and checks them unchanged afterwards, error or not.
+objects it passes in and checks them unchanged afterwards, error or not. The
+CLI's error cases are in tests/examples/test_overlay_video.py.
 
 | cases (test ids)                                                    | what they get                                                          |
 |---------------------------------------------------------------------|------------------------------------------------------------------------|
@@ -20,7 +21,6 @@ objects it passes in and checks them unchanged afterwards, error or not.
 | video in: input-text-file, input-empty-file, input-folder, input-truncated-mp4 | ValueError naming the path ("not a readable video", "is empty", ...) |
 | video out: output-is-a-folder, output-folder-missing, output-folder-unwritable (/proc), write-float-frame, write-size-change | IsADirectoryError / FileNotFoundError / PermissionError / ValueError; no file or temp file left |
 | nodes: image-rgba, image-grey-1-channel, image-int64, image-numpy, image-empty, 3-images-vs-2-overlay-frames, backend-cuda, overlay-none, overlay-of-0-frames, bounding-box-1e30, merge-2-vs-3-frames, mask-int64 | TypeError / ValueError naming the input and the fix |
-| CLI: empty-video, unwritable-output, output-is-a-folder, tracks-version-2, tracks-shorter-than-video, backend-tpu, truncated-video | exit status 2, one "overlay_video.py: error: ..." line, no output or temp file |
 | line / box far outside the frame                                    | frame bit-identical (a new array)                                      |
 | line from inside the frame to 100,000 px away                       | drawn partly: exact colour on its rows, every other pixel untouched    |
 | box centred on the frame's corner                                   | the quarter inside drawn exactly, the rest untouched                   |
@@ -43,18 +43,16 @@ objects it passes in and checks them unchanged afterwards, error or not.
 
 import copy
 import dataclasses
-import importlib.util
 import json
 import logging
 import os
-import re
 import tracemalloc
 from contextlib import contextmanager
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
+from clips import truncated_copy, write_empty_video
 from scenes import boxes, flat_frame, polylines
 from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines, merge_sequences
 from trackoverlay.utils.draw.overlays import link_overlay
@@ -63,8 +61,8 @@ from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 from trackoverlay.utils.raster.backend import select_backend
 from trackoverlay.utils.raster.batch import render_batch
 from trackoverlay.utils.raster.cpu import CpuRenderer
-from trackoverlay.utils.tracks.contract import Tracks, normalize_tracks
-from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json, tracks_from_json
+from trackoverlay.utils.tracks.contract import normalize_tracks
+from trackoverlay.utils.tracks.track_file import load_tracks_json, tracks_from_json
 from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video
 
 torch = pytest.importorskip("torch")
@@ -72,7 +70,6 @@ from test_nodes import run as run_node  # noqa: E402  (widget defaults + one nod
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "overlay_video.py"
 RED = (1.0, 0.0, 0.0, 1.0)
 GREY = (0.2, 0.2, 0.2)
 H, W = 48, 64
@@ -187,21 +184,6 @@ def write_video(path, frames=6):
     return path
 
 
-def write_empty_video(path):
-    """An AVI with a video stream and no frames (MP4 muxers drop an empty stream)."""
-    container = av.open(str(path), "w", format="avi")
-    stream = container.add_stream("mpeg4", rate=12)
-    stream.width, stream.height, stream.pix_fmt = W, H, "yuv420p"
-    container.start_encoding()  # writes the header: without it nothing is written
-    container.close()
-    return path
-
-
-def truncated_copy(source, path):
-    path.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
-    return path
-
-
 def file_with(name: str, data: bytes):
     """``make`` for a case whose one input is a file holding ``data``."""
     def make(tmp):
@@ -215,11 +197,6 @@ def write_frames(path, *frames):
     with VideoWriter(path) as writer:
         for frame in frames:
             writer.write(frame)
-
-
-@pytest.fixture(scope="module")
-def clip(tmp_path_factory):
-    return write_video(tmp_path_factory.mktemp("clip") / "clip.mp4")
 
 
 # --------------------------------------------------- clear errors, by group
@@ -483,56 +460,6 @@ def test_bad_video_paths_and_frames(make, action, error, match, tmp_path):
 @pytest.mark.parametrize("make, action, error, match", NODE_ERRORS)
 def test_nodes_reject(make, action, error, match, tmp_path):
     check_error(make, action, error, match, tmp_path)
-
-
-# ------------------------------------------------------------------ the CLI
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """examples/overlay_video.py loaded as a module (its ``main`` runs in-process: fast)."""
-    spec = importlib.util.spec_from_file_location("overlay_video_cli", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def cli_inputs(tmp, clip):
-    """The files the CLI cases read: a 6-frame clip, an empty one, a truncated one, two track files."""
-    save_tracks_json(Tracks(np.full((3, 1, 2), 20.0, np.float32), np.ones((3, 1), bool)), tmp / "short.json")
-    (tmp / "v2.json").write_text(json_document(version=2), encoding="utf-8")
-    return {"clip": clip, "empty": write_empty_video(tmp / "empty.avi"), "cut": truncated_copy(clip, tmp / "cut.mp4"),
-            "short": tmp / "short.json", "v2": tmp / "v2.json", "proc": "/proc/out.mp4", "dir": tmp}
-
-
-@pytest.mark.parametrize("args, message", [
-    pytest.param(["{empty}", "-o", "out.mp4"], r"the input has no frames; nothing to render", id="empty-video"),
-    pytest.param(["{clip}", "-o", "{proc}"], r"folder /proc is not writable", id="unwritable-output",
-                 marks=pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")),
-    pytest.param(["{clip}", "-o", "{dir}"], r"cannot write video .*: it is a folder", id="output-is-a-folder"),
-    pytest.param(["{clip}", "--tracks", "{v2}"], r"v2\.json has format version 2; this pack reads version 1",
-                 id="tracks-version-2"),
-    pytest.param(["{clip}", "--tracks", "{short}", "-o", "out.mp4"],
-                 r"tracks in .*short\.json have 3 frames but the video has more", id="tracks-shorter-than-video"),
-    pytest.param(["--backend", "tpu"], r"argument --backend: invalid choice: 'tpu'", id="backend-tpu"),
-    pytest.param(["{cut}"], r"cut\.mp4 is not a readable video", id="truncated-video"),
-])
-def test_cli_errors_exit_2_with_one_line_and_no_file(cli, clip, tmp_path, monkeypatch, capsys, args, message):
-    monkeypatch.chdir(tmp_path)
-    inputs = cli_inputs(tmp_path, clip)
-    argv = [arg.format(**inputs) for arg in args]
-    files = [Path(value) for value in inputs.values() if Path(value).is_file()]
-    before = sorted(os.listdir(tmp_path))
-    with kept(*files):
-        try:
-            code = cli.main(argv)
-        except SystemExit as exit_:  # argparse errors
-            code = exit_.code
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("overlay_video.py:")]
-    assert code == 2
-    assert len(errors) == 1 and errors[0].startswith("overlay_video.py: error: ")  # beside any progress bar
-    assert re.search(message, errors[0]), errors[0]
-    assert sorted(os.listdir(tmp_path)) == before  # no output, no temporary file
 
 
 # -------------------------------------------------- geometry at the extremes
