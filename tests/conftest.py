@@ -11,9 +11,10 @@ Fixtures (one definition each):
 - ``demo_clip``: a small deterministic :class:`DemoClip` (160x96, 8 frames at 12 fps, 6 dots).
 - ``demo_clip_file``: ``demo_clip`` encoded as an MP4 (near-lossless, crf 10).
 
-Test modules live beside the engine's packages (tests/tracks, tests/graph,
-tests/draw, tests/raster, tests/video) with unique basenames; shared helpers
-(scenes.py, fake_comfy.py, make_goldens.py) sit here in tests/, on the
+Test modules mirror the engine's packages (tests/tracks, tests/graph,
+tests/draw, tests/raster, tests/video; tests/examples for the scripts) and
+have unique basenames; the node tests sit here in tests/. Shared helpers
+(scenes.py, clips.py, fake_comfy.py, make_goldens.py) sit here too, on the
 pytest path (pyproject ``pythonpath``).
 """
 
