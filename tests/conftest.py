@@ -48,8 +48,8 @@ def cpu_renderer():
 
 @pytest.fixture(scope="session")
 def gpu_renderer():
-    """The GPU renderer (2 host threads); only tests marked ``gpu`` may ask for it."""
-    from trackoverlay.utils.raster.gpu import GpuRenderer  # imports CuPy on first use only
+    """The GPU renderer (2 host threads); only tests marked ``gpu`` may ask for it (it imports CuPy)."""
+    from trackoverlay.utils.raster.gpu import GpuRenderer
 
     renderer = GpuRenderer(workers=2)
     yield renderer

@@ -19,7 +19,7 @@ def test_box_opacity_scales_stroke_and_fill_alpha():
 
 
 def test_box_size_roundness_and_bracket_are_fractions_of_the_box():
-    """Half-size = size / 2; corner radius = roundness x the shorter half-side; bracket arm = length x the shorter side."""
+    """Half-size = size / 2; corner radius = roundness x shorter half-side; bracket arm = length x shorter side."""
     style = BoxStyle(roundness=0.5, shape="brackets", bracket_length=0.25)
     boxes = box_primitives(np.array([[10.0, 10.0]]), np.array([[40.0, 24.0]]), [0], style)
     np.testing.assert_array_equal(boxes.half_size, [[20, 12]])
