@@ -14,7 +14,7 @@ Fixtures (one definition each):
 Test modules mirror the engine's packages (tests/tracks, tests/graph,
 tests/draw, tests/raster, tests/video; tests/examples for the scripts) and
 have unique basenames; the node tests sit here in tests/. Shared helpers
-(scenes.py, clips.py, fake_comfy.py, make_goldens.py) sit here too, on the
+(scenes.py, bad_videos.py, fake_comfy.py, make_goldens.py) sit here too, on the
 pytest path (pyproject ``pythonpath``).
 """
 

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clips import write_empty_video
+from bad_videos import write_empty_video
 from scenes import boxes, flat_frame, polylines
 from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines, merge_sequences
 from trackoverlay.utils.draw.overlays import link_overlay

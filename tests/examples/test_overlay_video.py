@@ -16,7 +16,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from clips import truncated_copy, write_empty_video
+from bad_videos import truncated_copy, write_empty_video
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.track_file import save_tracks_json
 from trackoverlay.utils.video.io import probe_video
