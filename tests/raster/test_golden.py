@@ -1,11 +1,11 @@
-"""Golden images: every scene of tests/scenes.py rendered by each backend vs tests/golden/<scene>.png.
+"""Golden images: every scene of tests/scenes.py rendered on each backend vs tests/golden/<scene>.png.
 
-The goldens are the CPU renderer's pictures. Tolerance, max abs difference
-per channel: CPU 1/255 (1 level for uint8 frames; float32 results are
-compared to the stored 8-bit value / 255, so it also absorbs their rounding
-to 8 bits); GPU 2/255 (the GPU-CPU parity bound) plus that rounding for
-float32 frames. Regenerate the PNGs only with ``python tests/make_goldens.py``
-after an intended change of the picture.
+Tolerance: max abs difference <= 1/255 per channel (1 level for uint8
+frames; float32 results are compared to the stored 8-bit value / 255, so the
+tolerance also absorbs their rounding to 8 bits). Regenerate the PNGs only
+with ``python tests/make_goldens.py`` after an intended change of the picture.
+The goldens are the CPU's pictures: the GPU gets its parity bound, 2/255, plus
+that rounding for float32 frames.
 """
 
 import cv2
@@ -34,8 +34,9 @@ def test_scene_matches_golden(renderer, name, tmp_path):
     tolerance = TOLERANCE[renderer.name] + (ROUNDING if renderer.name != "cpu" and scale == 1.0 else 0.0)
     difference = np.abs(rendered / scale - golden / 255.0)
     if difference.max() > tolerance + 1e-6:
-        actual = tmp_path / f"{name}_{renderer.name}.png"
-        cv2.imwrite(str(actual), cv2.cvtColor(to_uint8(rendered), cv2.COLOR_RGB2BGR))
+        actual = tmp_path / f"{name}.png"
+        cv2.imwrite(str(actual), cv2.cvtColor(np.round(np.clip(rendered / scale, 0, 1) * 255).astype(np.uint8),
+                                              cv2.COLOR_RGB2BGR))
         bad = np.count_nonzero(difference.max(axis=-1) > tolerance + 1e-6)
         pytest.fail(f"{name} on {renderer.name}: {bad} pixels differ by up to {difference.max() * 255:.1f}/255 "
                     f"(tolerance {tolerance * 255:.1f}/255); rendered image: {actual}")
@@ -49,8 +50,8 @@ def test_goldens_are_small_and_cover_every_scene():
 
 def test_goldens_are_distinct_and_not_blank():
     """Each golden differs from its bare frame on over 3 % of its pixels, and no two goldens are alike."""
-    goldens = {name: read_golden(name) for name in SCENES}
-    for name, golden in goldens.items():
+    images = {name: read_golden(name) for name in SCENES}
+    for name, image in images.items():
         frame = to_uint8(SCENES[name]()[0])
-        assert np.count_nonzero(np.any(golden != frame, axis=-1)) > 0.03 * frame.shape[0] * frame.shape[1], name
-    assert len({golden.tobytes() for golden in goldens.values()}) == len(goldens)
+        assert np.count_nonzero(np.any(image != frame, axis=-1)) > 0.03 * image.shape[0] * image.shape[1], name
+    assert len({image.tobytes() for image in images.values()}) == len(images)
