@@ -9,6 +9,8 @@ values) into pixels for a frame.
 
 from __future__ import annotations
 
+from ..core.checks import check_number
+
 UNITS = ("pixels", "% of frame height")
 
 DEFAULT_LOOK = {
@@ -40,10 +42,9 @@ def look_lengths(height: int, units: str = UNITS[1], **given) -> dict:
     unknown = sorted(set(given) - set(DEFAULT_LOOK))
     if unknown:
         raise ValueError(f"unknown length(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_LOOK)}")
-    negative = [(name, value) for name, value in given.items() if value is not None and not value >= 0]
-    if negative:
-        name, value = negative[0]
-        raise ValueError(f"{name.replace('_', ' ')} must be >= 0 (in {units}), got {value:g}")
+    for name, value in given.items():
+        if value is not None:
+            check_number(f"{name.replace('_', ' ')} ({units})", value, 0.0)
     scale = pixels_per_unit(units, height)
     relative = pixels_per_unit(UNITS[1], height)
     return {name: DEFAULT_LOOK[name] * relative if value is None else value * scale

@@ -39,6 +39,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.arrays import to_numpy
+from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
 from .contract import Tracks, fill_hidden, host_array
 from .cuts import DEFAULT_CUT_THRESHOLD, CutDetector
@@ -46,6 +47,19 @@ from .finish import BRIDGE_FRAMES, TrackFinisher, TrackFrame
 from .motion import MOVING_LEVEL, MotionFrame, measure_motion
 
 METHODS = ("corners", "blobs", "bright", "motion")
+# Accepted ranges of the numeric detection parameters; the node widgets read these too.
+DETECT_RANGES = {
+    "max_points": Range(1),
+    "min_distance": Range(0.0),
+    "sensitivity": Range(0.0, 1.0),
+    "redetect_interval": Range(1),
+    "point_size": Range(0.0),
+    "max_tracks": Range(0),  # 0 = no limit; otherwise at least max_points
+    "min_track_length": Range(1),
+    "fade_frames": Range(0),
+    "motion_preference": Range(0.0, 1.0),
+    "cut_threshold": Range(0.0, 1.0),
+}
 
 REFILL_SHARE = 0.9
 """Detection runs early whenever fewer than this share of ``max_points`` is live."""
@@ -261,21 +275,21 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess
     return forward, ok
 
 
-def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks, motion_preference):
-    if method not in METHODS:
-        raise ValueError(f"method {method!r} is not known; use one of {', '.join(METHODS)}")
-    if max_points < 1:
-        raise ValueError(f"max_points must be >= 1, got {max_points}")
-    if not min_distance >= 0:
-        raise ValueError(f"min_distance must be >= 0 pixels, got {min_distance}")
-    if not 0.0 <= sensitivity <= 1.0:
-        raise ValueError(f"sensitivity must lie in 0..1, got {sensitivity}")
-    if redetect_interval < 1:
-        raise ValueError(f"redetect_interval must be >= 1 frame, got {redetect_interval}")
-    if max_tracks < 0 or 0 < max_tracks < max_points:
-        raise ValueError(f"max_tracks ({max_tracks}) must be 0 (no limit) or >= max_points ({max_points})")
-    if not 0.0 <= motion_preference <= 1.0:
-        raise ValueError(f"motion_preference must lie in 0..1, got {motion_preference}")
+def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks,
+                  min_track_length, fade_frames, motion_preference, cut_threshold) -> None:
+    check_choice("method", method, METHODS)
+    check_range("max_points", max_points, DETECT_RANGES["max_points"], integer=True)
+    check_range("min_distance (pixels)", min_distance, DETECT_RANGES["min_distance"])
+    check_range("sensitivity", sensitivity, DETECT_RANGES["sensitivity"])
+    check_range("redetect_interval (frames)", redetect_interval, DETECT_RANGES["redetect_interval"], integer=True)
+    check_range("max_tracks (0 = no limit)", max_tracks, DETECT_RANGES["max_tracks"], integer=True)
+    if max_tracks:
+        check_range("max_tracks (0 = no limit, else at least max_points)", max_tracks, Range(max_points),
+                    integer=True)
+    check_range("min_track_length (frames)", min_track_length, DETECT_RANGES["min_track_length"], integer=True)
+    check_range("fade_frames (0 = no fade)", fade_frames, DETECT_RANGES["fade_frames"], integer=True)
+    check_range("motion_preference", motion_preference, DETECT_RANGES["motion_preference"])
+    check_range("cut_threshold (0 = no cut detection)", cut_threshold, DETECT_RANGES["cut_threshold"])
 
 
 class TrackDetector:
@@ -322,7 +336,7 @@ class TrackDetector:
                  min_track_length: int = DEFAULT_MIN_TRACK_LENGTH, fade_frames: int = DEFAULT_FADE_FRAMES,
                  motion_preference: float = 0.5, cut_threshold: float = DEFAULT_CUT_THRESHOLD):
         _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks,
-                      motion_preference)
+                      min_track_length, fade_frames, motion_preference, cut_threshold)
         self.max_points, self.min_distance, self.sensitivity = max_points, min_distance, sensitivity
         self.method, self.redetect_interval, self.max_tracks = method, redetect_interval, max_tracks
         self.motion_preference = motion_preference
@@ -599,8 +613,7 @@ def track_clip(frames, detector: TrackDetector, point_size: float = 16.0, subjec
     height, pixels). Only columns shown at least once are kept (renumbered in
     order); hidden slots hold the track's nearest shown position.
     """
-    if not point_size >= 0:
-        raise ValueError(f"point_size must be >= 0 pixels, got {point_size}")
+    check_range("point_size (pixels)", point_size, DETECT_RANGES["point_size"])
     if isinstance(frames, np.ndarray) or hasattr(frames, "shape"):
         frames = _check_frames(frames)
     masks = None

@@ -12,9 +12,11 @@ import av
 import cv2
 import numpy as np
 
+from ..core.checks import Range
 from ..core.log import LOGGER
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
+CRF_RANGE = Range(0, 51)  # x264 quality: lower is better
 
 
 @dataclass(frozen=True)
@@ -166,8 +168,8 @@ class VideoWriter:
             raise ValueError(f"fps must be a number > 0, got {fps!r}") from None
         if self._rate <= 0:
             raise ValueError(f"fps must be > 0, got {fps!r}")
-        if not 0 <= crf <= 51:
-            raise ValueError(f"crf must lie in 0..51 (lower is better quality), got {crf}")
+        if not CRF_RANGE.low <= crf <= CRF_RANGE.high:
+            raise ValueError(f"crf must lie in {CRF_RANGE.low}..{CRF_RANGE.high} (lower is better quality), got {crf}")
         if preset not in X264_PRESETS:
             raise ValueError(f"preset {preset!r} is not an x264 preset; use one of {', '.join(X264_PRESETS)}")
         folder, name = os.path.split(self.path)

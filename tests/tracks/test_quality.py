@@ -14,7 +14,7 @@ from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.quality import measure_tracks, moving_share
 from trackoverlay.utils.video.io import VideoWriter
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "track_quality.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "track_quality.py"
 
 
 def hand_made() -> Tracks:

@@ -75,20 +75,23 @@ def test_stream_builder_honours_opacity():
 
 def test_nodes_pass_track_opacity_on():
     torch = pytest.importorskip("torch")
-    from trackoverlay.nodes.overlays import Boxes, LineLinks
+    from fake_comfy import WIDGET_TYPES, install_comfy_api
+
+    install_comfy_api()
+    from trackoverlay.nodes.overlays import BoxesNode, LineLinksNode
+
+    def build(node, tracks):
+        widgets = {item.id: item.default for item in node.GET_SCHEMA().inputs if issubclass(item.Parent, WIDGET_TYPES)}
+        (overlay,) = node.PREPARE_CLASS_CLONE(None).execute(tracks=tracks, **widgets).args
+        return overlay
 
     tracks = {"track_path": torch.from_numpy(POINTS[None].copy()),
               "track_visibility": torch.ones(1, 3, dtype=torch.bool),
               "track_opacity": torch.from_numpy(OPACITY[None].copy())}
-    spec = Boxes.INPUT_TYPES()["required"]
-    widgets = {name: options["default"] for name, (_, options) in spec.items() if name != "tracks"}
-    (overlay,) = Boxes().build(tracks, **widgets)
-    box_alpha = overlay[0].layers[0].stroke_color[:, 3]
+    box_alpha = build(BoxesNode, tracks)[0].layers[0].stroke_color[:, 3]
     np.testing.assert_allclose(box_alpha / box_alpha[0], OPACITY)
-    spec = LineLinks.INPUT_TYPES()["required"]
-    widgets = {name: options["default"] for name, (_, options) in spec.items() if name != "tracks"}
-    (overlay,) = LineLinks().build(tracks, **widgets)
-    assert overlay[0].layers[0].color_end[:, 3].min() < overlay[0].layers[0].color_start[:, 3].max()
+    links = build(LineLinksNode, tracks)[0].layers[0]
+    assert links.color_end[:, 3].min() < links.color_start[:, 3].max()
 
 
 def test_cli_default_look_is_the_same_at_640x360_and_4k(renderer):
