@@ -17,8 +17,11 @@ from collections import deque
 import cv2
 import numpy as np
 
+from ..core.checks import Range, check_range
+
 DEFAULT_CUT_THRESHOLD = 0.3
 """Bhattacharyya distance (0..1) of consecutive hue-saturation histograms that makes a cut."""
+CUT_THRESHOLD_RANGE = Range(0.0, 1.0)
 
 _SAMPLE_WIDTH = 160  # pixels: histograms are taken of the frame reduced to this width
 _BINS = (16, 8)  # hue, saturation of coloured pixels
@@ -57,8 +60,7 @@ class CutDetector:
     """
 
     def __init__(self, threshold: float = DEFAULT_CUT_THRESHOLD):
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"cut_threshold must lie in 0..1 (0 = no cut detection), got {threshold}")
+        check_range("cut_threshold (0 = no cut detection)", threshold, CUT_THRESHOLD_RANGE)
         self.threshold = threshold
         self._previous = None
         self._recent = deque(maxlen=_RECENT)

@@ -42,8 +42,8 @@ from ..core.arrays import to_numpy
 from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
 from .contract import Tracks, fill_hidden, host_array
-from .cuts import DEFAULT_CUT_THRESHOLD, CutDetector
-from .finish import BRIDGE_FRAMES, TrackFinisher, TrackFrame
+from .cuts import CUT_THRESHOLD_RANGE, DEFAULT_CUT_THRESHOLD, CutDetector
+from .finish import BRIDGE_FRAMES, FADE_FRAMES_RANGE, MIN_TRACK_LENGTH_RANGE, TrackFinisher, TrackFrame
 from .motion import MOVING_LEVEL, MotionFrame, measure_motion
 
 METHODS = ("corners", "blobs", "bright", "motion")
@@ -55,10 +55,10 @@ DETECT_RANGES = {
     "redetect_interval": Range(1),
     "point_size": Range(0.0),
     "max_tracks": Range(0),  # 0 = no limit; otherwise at least max_points
-    "min_track_length": Range(1),
-    "fade_frames": Range(0),
+    "min_track_length": MIN_TRACK_LENGTH_RANGE,  # checked by TrackFinisher
+    "fade_frames": FADE_FRAMES_RANGE,  # checked by TrackFinisher
     "motion_preference": Range(0.0, 1.0),
-    "cut_threshold": Range(0.0, 1.0),
+    "cut_threshold": CUT_THRESHOLD_RANGE,  # checked by CutDetector
 }
 
 REFILL_SHARE = 0.9
@@ -276,7 +276,7 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess
 
 
 def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks,
-                  min_track_length, fade_frames, motion_preference, cut_threshold) -> None:
+                  motion_preference) -> None:
     check_choice("method", method, METHODS)
     check_range("max_points", max_points, DETECT_RANGES["max_points"], integer=True)
     check_range("min_distance (pixels)", min_distance, DETECT_RANGES["min_distance"])
@@ -286,10 +286,7 @@ def _check_params(max_points, min_distance, sensitivity, method, redetect_interv
     if max_tracks:
         check_range("max_tracks (0 = no limit, else at least max_points)", max_tracks, Range(max_points),
                     integer=True)
-    check_range("min_track_length (frames)", min_track_length, DETECT_RANGES["min_track_length"], integer=True)
-    check_range("fade_frames (0 = no fade)", fade_frames, DETECT_RANGES["fade_frames"], integer=True)
     check_range("motion_preference", motion_preference, DETECT_RANGES["motion_preference"])
-    check_range("cut_threshold (0 = no cut detection)", cut_threshold, DETECT_RANGES["cut_threshold"])
 
 
 class TrackDetector:
@@ -336,7 +333,7 @@ class TrackDetector:
                  min_track_length: int = DEFAULT_MIN_TRACK_LENGTH, fade_frames: int = DEFAULT_FADE_FRAMES,
                  motion_preference: float = 0.5, cut_threshold: float = DEFAULT_CUT_THRESHOLD):
         _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks,
-                      min_track_length, fade_frames, motion_preference, cut_threshold)
+                      motion_preference)
         self.max_points, self.min_distance, self.sensitivity = max_points, min_distance, sensitivity
         self.method, self.redetect_interval, self.max_tracks = method, redetect_interval, max_tracks
         self.motion_preference = motion_preference

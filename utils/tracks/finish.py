@@ -25,6 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.checks import Range, check_range
+
+MIN_TRACK_LENGTH_RANGE = Range(1)
+FADE_FRAMES_RANGE = Range(0)
 BRIDGE_FRAMES = 5
 """Longest gap, in frames, bridged inside one track."""
 
@@ -68,10 +72,8 @@ class TrackFinisher:
     """
 
     def __init__(self, min_track_length: int = 1, fade_frames: int = 0, bridge_frames: int = BRIDGE_FRAMES):
-        if min_track_length < 1:
-            raise ValueError(f"min_track_length must be >= 1 frame, got {min_track_length}")
-        if fade_frames < 0:
-            raise ValueError(f"fade_frames must be >= 0 (0 = no fade), got {fade_frames}")
+        check_range("min_track_length (frames)", min_track_length, MIN_TRACK_LENGTH_RANGE, integer=True)
+        check_range("fade_frames (0 = no fade)", fade_frames, FADE_FRAMES_RANGE, integer=True)
         if bridge_frames < 0:
             raise ValueError(f"bridge_frames must be >= 0, got {bridge_frames}")
         self.min_track_length, self.fade_frames, self.bridge_frames = min_track_length, fade_frames, bridge_frames
