@@ -3,6 +3,7 @@
 import logging
 import os
 import stat
+import types
 
 import av
 import cv2
@@ -107,10 +108,10 @@ def test_unwritable_output_fails_at_open(tmp_path, monkeypatch):
     with pytest.raises(IsADirectoryError, match=str(tmp_path)):
         VideoWriter(tmp_path)
 
-    def refuse(folder, name):
+    def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("trackoverlay.utils.video.io._create_part_file", refuse)  # folder modes do not stop root
+    monkeypatch.setattr(os, "open", refuse)  # folder modes do not stop root
     with pytest.raises(PermissionError, match=r"out.mp4.*not writable.*Permission denied"):
         VideoWriter(tmp_path / "out.mp4")
 
@@ -219,10 +220,13 @@ def test_corrupt_middle_does_not_crash(tmp_path):
 
 
 class _Frame:
+    format = types.SimpleNamespace(name="rgb24")
+    rotation, pts, time_base = 0, None, None
+
     def __init__(self, value, fail=False):
         self.value, self.fail = value, fail
 
-    def to_ndarray(self, format):
+    def to_ndarray(self, format, **options):
         if self.fail:
             raise ValueError("unsupported")
         return np.full((2, 2, 3), self.value, np.uint8)
@@ -238,30 +242,43 @@ class _Packet:
         return self.frames
 
 
-def test_bad_frames_mid_stream_are_logged_and_skipped(caplog):
-    from trackoverlay.utils.video.io import _decoded_frames
+class _Container:
+    def __init__(self, packets):
+        self.packets = packets
 
+    def demux(self, stream):
+        return iter(self.packets)
+
+
+def _decoded(packets):
+    """Images from the decoder loop over fake packets, and its counts."""
+    from trackoverlay.utils.video.io import DecodeStats, _decode
+
+    stats = DecodeStats()
+    return [item.image for item in _decode(_Container(packets), None, "clip.mp4", 0, stats)], stats
+
+
+def test_bad_frames_mid_stream_are_logged_and_skipped(caplog):
     bad = av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
     packets = [_Packet([_Frame(0)]), _Packet(error=bad), _Packet([_Frame(2), _Frame(3, fail=True)]),
                _Packet([_Frame(4)])]
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
-        values = [int(frame[0, 0, 0]) for frame in _decoded_frames(packets, "clip.mp4")]
-    assert values == [0, 2, 4]
+        images, stats = _decoded(packets)
+    assert [int(frame[0, 0, 0]) for frame in images] == [0, 2, 4]
+    assert (stats.read, stats.failed, stats.ended_early) == (3, 2, False)
     assert "clip.mp4: frame 1 failed to decode" in caplog.text
     assert "clip.mp4: frame 3 failed to convert" in caplog.text
 
 
 def test_demuxer_error_ends_stream_with_warning(caplog):
-    from trackoverlay.utils.video.io import _decoded_frames
-
     def packets():
         yield _Packet([_Frame(7)])
         raise av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
 
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
-        frames = list(_decoded_frames(packets(), "clip.mp4"))
-    assert len(frames) == 1
-    assert "stopped reading after frame 1" in caplog.text
+        frames, stats = _decoded(packets())
+    assert len(frames) == 1 and stats.ended_early
+    assert "stopped reading at frame 1" in caplog.text
 
 
 def test_write_png_round_trip(tmp_path):
