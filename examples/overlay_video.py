@@ -38,11 +38,11 @@ from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json
+from trackoverlay.utils.video.budget import Budget
 from trackoverlay.utils.video.formats import CODECS
 from trackoverlay.utils.video.io import MAX_FPS, X264_PRESETS
 from trackoverlay.utils.video.paths import is_folder_spelling
 from trackoverlay.utils.video.stream import (
-    DEFAULT_WARMUP,
     DemoPoints,
     DetectedPoints,
     FrameSource,
@@ -122,9 +122,11 @@ def add_io_options(parser) -> None:
     parser.add_argument("--end-frame", type=whole(1, MAX_FRAMES), metavar="N", help="render up to frame N - 1; "
                         "parts N0..N1 and N1..N2 join without a seam (default: the end)")
     parser.add_argument("--max-frames", type=whole(0, MAX_FRAMES), metavar="N", help="stop after N frames")
-    parser.add_argument("--warmup-frames", type=whole(0, MAX_FRAMES), default=DEFAULT_WARMUP, metavar="N",
-                        help="with detection and --start-frame: frames before the range the detector sees first "
-                        "(default: %(default)s)")
+    parser.add_argument("--warmup-frames", type=whole(0, MAX_FRAMES), metavar="N", help="with detection and "
+                        "--start-frame: let the detector see only the N frames before the range (faster, close "
+                        "but not equal to the whole render; default: every earlier frame, exact)")
+    parser.add_argument("--memory-limit", type=finite, metavar="GB", help="refuse a render whose estimated "
+                        "memory exceeds this (default: half the memory the system reports as available)")
     parser.add_argument("--crf", type=whole(0, 51), default=18, metavar="N", help="quality 0..51, lower is "
                         "better (default: %(default)s)")
     parser.add_argument("--preset", choices=X264_PRESETS, default="medium", metavar="PRESET", help="encoder speed: "
@@ -330,6 +332,15 @@ def point_source(args, mode: str, source: FrameSource, tracks):
                                         args.redetect_interval), warmup=args.warmup_frames)
 
 
+def memory_budget(gigabytes: float | None) -> Budget:
+    """The memory the render may use: ``gigabytes``, or the default share of what is available."""
+    if gigabytes is None:
+        return Budget()
+    if gigabytes <= 0:
+        raise ValueError(f"--memory-limit must be > 0 GB, got {gigabytes:g}")
+    return Budget(int(gigabytes * 1e9))
+
+
 def expected_frames(args, source: FrameSource) -> int | None:
     """How many frames the render should draw, for the progress bar (None: unknown)."""
     stops = [value for value in (source.frame_count or None, args.end_frame,
@@ -361,7 +372,8 @@ def run(args) -> tuple[int, str]:
         count = render_video(source, points, spec, renderer, output, png_dir=args.png_dir,
                              max_frames=args.max_frames, crf=args.crf, preset=args.preset, progress=bar,
                              start_frame=args.start_frame, end_frame=args.end_frame, layer_only=args.layer_only,
-                             codec=args.codec, audio=not args.no_audio, inputs=[args.tracks])
+                             codec=args.codec, audio=not args.no_audio, inputs=[args.tracks],
+                             budget=memory_budget(args.memory_limit))
     finally:
         bar.close()
         renderer.close()
@@ -392,6 +404,8 @@ def install_signal_handlers() -> None:
 
 def setup_logging(verbose: bool) -> None:
     """Log lines to stdout (stderr carries the progress bar and errors only)."""
+    for old in [h for h in LOGGER.handlers if isinstance(h, QuietHandler)]:
+        LOGGER.removeHandler(old)
     handler = QuietHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
     LOGGER.addHandler(handler)

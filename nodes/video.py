@@ -87,12 +87,12 @@ def _video_file(video, folder: str):
         os.remove(copy)
 
 
-def _output_path(folder_paths) -> str:
+def _output_path(folder_paths, extension: str = ".mp4") -> str:
     """A new ``TrackOverlay/overlay_00001_.mp4``-style path in ComfyUI's temp folder."""
     temp = folder_paths.get_temp_directory()
     folder, name, counter, _, _ = folder_paths.get_save_image_path(OUTPUT_PREFIX, temp)
     os.makedirs(folder, exist_ok=True)
-    return os.path.join(folder, f"{name}_{counter:05}_.mp4")
+    return os.path.join(folder, f"{name}_{counter:05}_{extension}")
 
 
 def _progress(total: int):
@@ -107,7 +107,8 @@ class Video:
     DISPLAY_NAME = "Overlay Video (streaming)"
     DESCRIPTION = ("Decodes a video frame by frame, finds points (or takes the connected tracks), links "
                    "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
-                   "memory does not grow with the video's length. Audio is not kept. Connect the output "
+                   "memory does not grow with the video's length. The audio is kept. With layer_only it "
+                   "writes the overlay alone with alpha (ProRes 4444) for compositing. Connect the output "
                    "to Save Video.")
     CATEGORY = CATEGORY
     RETURN_TYPES = ("VIDEO",)
@@ -129,13 +130,16 @@ class Video:
             "preset": combo(X264_PRESETS, "veryfast", "x264 speed: faster presets encode quicker and make "
                             "larger files at the same quality."),
             "max_frames": int_input(0, 0, 10_000_000, "Stop after this many frames; 0 = the whole video."),
+            "keep_audio": boolean(True, "Keep the video's sound (copied as it is, or re-encoded to AAC)."),
+            "layer_only": boolean(False, "Write the overlay alone with straight (not premultiplied) alpha as a "
+                                  "ProRes 4444 .mov, for compositing; off: the overlay drawn over the video (H.264)."),
         }, "optional": {
             "tracks": socket("TRACKS", "Tracks to draw instead of detecting points: one track frame per video "
                              "frame, or one for all (pixel coordinates of this video)."),
         }}
 
     def overlay(self, video, backend, draw_lines, draw_boxes, units, crf, preset, max_frames, tracks=None,
-                **widgets):
+                keep_audio=True, layer_only=False, **widgets):
         import folder_paths
         from comfy_api.input_impl import VideoFromFile
 
@@ -145,14 +149,15 @@ class Video:
             spec = _overlay_spec(widgets, pixels_per_unit(units, source.height), draw_lines, draw_boxes)
             points = (DetectedPoints(TrackDetector(**_group_values("detect", widgets))) if tracks is None
                       else TrackPoints(normalize_tracks(tracks), name="tracks"))
-            output = _output_path(folder_paths)
+            output = _output_path(folder_paths, ".mov" if layer_only else ".mp4")
             total = min(filter(None, (source.frame_count, max_frames)), default=0)
             renderer, info = make_renderer(backend)
             LOGGER.info("Overlay Video: %dx%d, about %d frame(s), on %s -> %s", source.width, source.height,
                         total, info.selected, output)
             try:
                 count = render_video(source, points, spec, renderer, output, max_frames=max_frames or None,
-                                     crf=crf, preset=preset, progress=_progress(total))
+                                     crf=crf, preset=preset, progress=_progress(total), audio=keep_audio,
+                                     layer_only=layer_only)
             finally:
                 renderer.close()
         LOGGER.info("Overlay Video: wrote %d frame(s) to %s", count, output)

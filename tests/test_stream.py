@@ -169,7 +169,7 @@ def test_video_in_video_out_keeps_size_rate_and_count(small_clip, renderer, tmp_
 
 def test_png_dir_that_is_a_file(small_clip, renderer, tmp_path):
     (tmp_path / "taken").write_text("x")
-    with pytest.raises(ValueError, match=r"PNG folder .*taken.* ends with '/' \(a PNG sequence folder\) but is a file"):
+    with pytest.raises(ValueError, match=r"cannot write PNG folder .*taken/: it ends with '/' \(a PNG sequence folder\) but is a file"):
         render_video(FrameSource.from_demo(small_clip), DemoPoints(small_clip), SPEC, renderer,
                      tmp_path / "o.mp4", png_dir=tmp_path / "taken")
 

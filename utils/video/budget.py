@@ -6,8 +6,9 @@ pixel (measured: a 1080p frame with 2 000 points in radius mode, 107 000
 links, peaks at 2.0 GB; 300 points, 2 400 links, at 92 MB). A link of length
 L and width w touches about (L + 4) x (w + 4) candidates; a box of side s
 about (s + 4)^2. Frames in flight cost their bytes each. A render whose
-estimate exceeds the memory the system reports as available is refused with
-the numbers and the fix, instead of being killed half-way.
+estimate exceeds the budget (by default half the memory the system reports
+as available) is refused with the numbers and the fix, instead of being
+killed half-way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 BYTES_PER_CANDIDATE = 24
 GRAPH_BYTES_PER_POINT = 400  # kNN candidates, pair keys and sort buffers per point and neighbour
 FRAME_BASE_BYTES = 64 << 20  # band buffers, pools and the display list's fixed arrays
+DEFAULT_SHARE = 0.5  # of the available memory: room for the rest of the system and for estimation error
 
 
 class MemoryBudgetError(ValueError):
@@ -45,16 +47,19 @@ def gigabytes(count: float) -> str:
 
 
 class Budget:
-    """The bytes a render may use (``limit``; None = unknown, nothing is refused)."""
+    """The bytes a render may use: ``limit``, by default half the available memory (unknown: nothing is refused)."""
 
     def __init__(self, limit: int | None = None):
-        self.limit = available_memory() if limit is None else limit
+        if limit is None:
+            available = available_memory()
+            limit = None if available is None else int(available * DEFAULT_SHARE)
+        self.limit = limit
 
     def require(self, need: float, what: str, fix: str) -> None:
         """Raise :class:`MemoryBudgetError` when ``need`` bytes exceed the limit."""
         if self.limit is not None and need > self.limit:
-            raise MemoryBudgetError(f"{what} needs about {gigabytes(need)} of memory but {gigabytes(self.limit)} "
-                                    f"is available; {fix}")
+            raise MemoryBudgetError(f"{what} needs about {gigabytes(need)} of memory but the limit is "
+                                    f"{gigabytes(self.limit)}; {fix}")
 
     def check_frames(self, width: int, height: int, in_flight: int) -> None:
         """Frames of ``width`` x ``height`` held ``in_flight`` at once (decoded, drawn, encoded)."""

@@ -290,7 +290,7 @@ def _check_rate(fps) -> Fraction:
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"fps must be a number in (0, {MAX_FPS}], got {fps!r}") from None
     if isinstance(fps, bool) or not 0 < rate <= MAX_FPS:
-        raise ValueError(f"fps must be a number in (0, {MAX_FPS}], got {fps!r}")
+        raise ValueError(f"fps must be a number in (0, {MAX_FPS}], got {fps}")
     return rate
 
 

@@ -77,7 +77,7 @@ def check_output(path, inputs=(), what: str = "output") -> OutputPath:
     if not isinstance(given, str):
         given = os.fsdecode(given)
     if not given.strip():
-        raise UnsafeOutputError(f"{what} path is empty; give a file name such as out.mp4 (or a folder "
+        raise UnsafeOutputError("output path is empty; give a file name such as out.mp4 (or a folder "
                                 "ending in / for a PNG sequence)")
     folder = is_folder_spelling(given)
     stripped = given.rstrip("/" + (os.altsep or "")) if folder else given
@@ -88,9 +88,9 @@ def check_output(path, inputs=(), what: str = "output") -> OutputPath:
         if source is None:
             continue
         source = os.fspath(source)
-        if _same(target, source) or (folder and os.path.realpath(source).startswith(target + os.sep)):
-            raise UnsafeOutputError(f"{what} {given} is the input {source}; writing it would destroy the input. "
-                                    "Choose another output name")
+        if _same(target, source):
+            raise UnsafeOutputError(f"cannot write {what} {given}: it is the input {source}; writing it would "
+                                    "destroy the input. Choose another output name")
     try:
         info = os.stat(target)
     except FileNotFoundError:
@@ -100,11 +100,11 @@ def check_output(path, inputs=(), what: str = "output") -> OutputPath:
     if folder:
         if info is not None:
             if not stat.S_ISDIR(info.st_mode):
-                raise UnsafeOutputError(f"{what} {given} ends with '/' (a PNG sequence folder) but is "
-                                        f"{_kind(info.st_mode) if not stat.S_ISREG(info.st_mode) else 'a file'}")
+                raise UnsafeOutputError(f"cannot write {what} {given}: it ends with '/' (a PNG sequence folder) "
+                                        f"but is {'a file' if stat.S_ISREG(info.st_mode) else _kind(info.st_mode)}")
             if os.listdir(target):
-                raise UnsafeOutputError(f"{what} folder {given} is not empty; give a new or empty folder so "
-                                        "no file in it is overwritten")
+                raise UnsafeOutputError(f"cannot write {what} {given}: the folder is not empty; give a new or "
+                                        "empty folder so no file in it is overwritten")
     elif info is not None and stat.S_ISDIR(info.st_mode):
         raise IsADirectoryError(f"cannot write {what} {given}: it is a folder; give a file name, or add a "
                                 "trailing / to write a PNG sequence into it (it must be empty)")
