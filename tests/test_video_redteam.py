@@ -380,18 +380,23 @@ LAYER_STYLE = ("--no-lines", "--box-size", "20", "--box-stroke", "3", "--fill-op
                "#FF8000", "--box-opacity", "0.8", "--roundness", "0.5")
 
 
-def expected_layer(tracks_path):
-    """The CPU renderer's own layer (straight RGB, alpha) for frame 0 of the layer tests, in 0..255."""
+LAYER_SPEC = OverlaySpec(GraphParams(k=3, hysteresis=0.25), None,
+                         BoxStyle(size=20.0, stroke_width=3.0, fill_opacity=0.4, color="#FF8000", opacity=0.8,
+                                  roundness=0.5))  # what LAYER_STYLE asks of the CLI
+
+
+def layer_of(renderer, tracks_path):
+    """``renderer``'s own layer (straight RGB, alpha) for frame 0 of the layer tests, in 0..255."""
     from trackoverlay.utils.tracks.track_file import load_tracks_json
 
-    spec = OverlaySpec(GraphParams(k=3, hysteresis=0.25), None,
-                       BoxStyle(size=20.0, stroke_width=3.0, fill_opacity=0.4, color="#FF8000", opacity=0.8,
-                                roundness=0.5))
     points = TrackPoints(load_tracks_json(tracks_path))
-    renderer = CpuRenderer(workers=1)
-    rgb, alpha = renderer.render_layer(OverlayBuilder(spec)(points(0, None)), 48, 64)
+    rgb, alpha = renderer.render_layer(OverlayBuilder(LAYER_SPEC)(points(0, None)), 48, 64)
     renderer.close()
     return rgb * 255.0, alpha * 255.0
+
+
+def expected_layer(tracks_path):
+    return layer_of(CpuRenderer(workers=1), tracks_path)
 
 
 @pytest.mark.parametrize("output, decoder, alpha_format", [
@@ -860,3 +865,72 @@ def test_default_output_beside_the_input_and_one_final_line(run, shot, tmp_path)
     assert re.fullmatch(r"INFO: wrote 8 frames to .*shot/clip_overlay\.mp4 in [\d.]+ s \([\d.]+ frames/s\)", lines[-1])
     assert sum("wrote" in line for line in lines) == 1
     assert result.err.rstrip(" ").endswith("\r")  # the progress bar cleared itself: no second final line
+
+
+# ------------------------------------------------------------------ the Overlay Video node
+
+
+@pytest.fixture
+def comfy_temp(tmp_path, monkeypatch):
+    """Stand-in ComfyUI modules for the Overlay Video node; returns its temp folder."""
+    import types
+
+    from fake_comfy import install_progress_bar
+
+    temp = tmp_path / "temp"
+    paths = types.ModuleType("folder_paths")
+    paths.get_temp_directory = lambda: str(temp)
+    paths.get_save_image_path = lambda prefix, root: (os.path.join(root, os.path.dirname(prefix)),
+                                                      os.path.basename(prefix), 1, "", prefix)
+    install_progress_bar(monkeypatch)
+    impl = types.ModuleType("comfy_api.input_impl")
+    impl.VideoFromFile = lambda path: path
+    for name, module in {"folder_paths": paths, "comfy_api": types.ModuleType("comfy_api"),
+                         "comfy_api.input_impl": impl}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    return temp
+
+
+def run_video_node(clip, **inputs):
+    from trackoverlay.nodes import NODE_CLASS_MAPPINGS
+
+    node = NODE_CLASS_MAPPINGS["TrackOverlayVideo"]
+    widgets = {name: options["default"] for group in node.INPUT_TYPES().values()
+               for name, (_, options) in group.items() if "default" in options}
+    widgets.update(backend="cpu", detect_method="bright", draw_lines=False, **inputs)
+
+    class FileVideo:
+        def get_stream_source(self):
+            return str(clip)
+
+    (path,) = node().overlay(video=FileVideo(), **widgets)
+    return Path(path)
+
+
+def test_video_node_keeps_the_audio(comfy_temp, clip):
+    output = run_video_node(clip)
+    assert output.name.endswith(".mp4") and streams(output)["audio"][:2] == ("aac", 6)
+    assert abs(audio_seconds(output) - 8 * FRAME) <= FRAME
+    assert "audio" not in streams(run_video_node(clip, keep_audio=False))
+
+
+def test_video_node_layer_only_writes_prores_with_alpha(comfy_temp, clip):
+    output = run_video_node(clip, layer_only=True)
+    assert output.suffix == ".mov" and streams(output)["video"][:2] == ("prores", "yuva444p12le")
+    assert frames_in(output) == 8 and streams(output)["audio"][:2] == ("aac", 6)
+
+
+@pytest.mark.gpu
+def test_gpu_layer_only_alpha_matches_both_renderers(run, shot, tmp_path):
+    """The GPU backend writes the layer it rasterises (same render_layer API) and it matches the CPU's."""
+    from trackoverlay.utils.raster.gpu import GpuRenderer
+
+    tracks = track_file(tmp_path / "t.json")
+    result = run(shot.parent, "clip.mp4", "--backend", "gpu", "--layer-only", "-o", "layer/", "--tracks", tracks,
+                 *LAYER_STYLE)
+    assert result.code == 0, result.err
+    written = cv2.cvtColor(cv2.imread(str(shot.parent / "layer" / "frame_000000.png"), cv2.IMREAD_UNCHANGED),
+                           cv2.COLOR_BGRA2RGBA)[..., 3].astype(int)
+    for renderer in (GpuRenderer(), CpuRenderer(workers=1)):
+        _, alpha = layer_of(renderer, tracks)
+        assert np.abs(written - np.round(alpha)).max() <= 1, renderer.name
