@@ -26,6 +26,7 @@ from .tracks import DetectTracks
 from .widgets import CATEGORY, UNITS, backend_input, boolean, combo, defaults, int_input, socket
 
 OUTPUT_PREFIX = "TrackOverlay/overlay"
+LAYER_PREFIX = "TrackOverlay/layer"
 # (node whose widgets are reused, engine class they configure, name prefix here, tooltip note)
 GROUPS = {
     "detect": (DetectTracks, TrackDetector, "detect_", "Detection (when 'tracks' is not connected):"),
@@ -87,10 +88,12 @@ def _video_file(video, folder: str):
         os.remove(copy)
 
 
-def _output_path(folder_paths, extension: str = ".mp4") -> str:
-    """A new ``TrackOverlay/overlay_00001_.mp4``-style path in ComfyUI's temp folder."""
-    temp = folder_paths.get_temp_directory()
-    folder, name, counter, _, _ = folder_paths.get_save_image_path(OUTPUT_PREFIX, temp)
+def _output_path(folder_paths, layer_only: bool) -> str:
+    """A new path: ``TrackOverlay/overlay_00001_.mp4`` in the temp folder, or ``TrackOverlay/layer_00001_.mov``
+    in the output folder (core Save Video writes MP4 only, so the node keeps the ProRes file itself)."""
+    root = folder_paths.get_output_directory() if layer_only else folder_paths.get_temp_directory()
+    prefix, extension = (LAYER_PREFIX, ".mov") if layer_only else (OUTPUT_PREFIX, ".mp4")
+    folder, name, counter, _, _ = folder_paths.get_save_image_path(prefix, root)
     os.makedirs(folder, exist_ok=True)
     return os.path.join(folder, f"{name}_{counter:05}_{extension}")
 
@@ -107,14 +110,15 @@ class Video:
     DISPLAY_NAME = "Overlay Video (streaming)"
     DESCRIPTION = ("Decodes a video frame by frame, finds points (or takes the connected tracks), links "
                    "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
-                   "memory does not grow with the video's length. The audio is kept. With layer_only it "
-                   "writes the overlay alone with alpha (ProRes 4444) for compositing. Connect the output "
-                   "to Save Video.")
+                   "memory does not grow with the video's length. The audio is kept. Connect the output "
+                   "to Save Video. With layer_only it saves the overlay alone with alpha (ProRes 4444 .mov) "
+                   "in ComfyUI's output folder for compositing (Save Video cannot store ProRes).")
     CATEGORY = CATEGORY
     RETURN_TYPES = ("VIDEO",)
     RETURN_NAMES = ("video",)
     OUTPUT_TOOLTIPS = ("The video with the overlay drawn on every frame (same size and frame rate).",)
     FUNCTION = "overlay"
+    OUTPUT_NODE = True  # runs without a consumer: the layer_only file is itself the result
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -131,8 +135,9 @@ class Video:
                             "larger files at the same quality."),
             "max_frames": int_input(0, 0, 10_000_000, "Stop after this many frames; 0 = the whole video."),
             "keep_audio": boolean(True, "Keep the video's sound (copied as it is, or re-encoded to AAC)."),
-            "layer_only": boolean(False, "Write the overlay alone with straight (not premultiplied) alpha as a "
-                                  "ProRes 4444 .mov, for compositing; off: the overlay drawn over the video (H.264)."),
+            "layer_only": boolean(False, "Save the overlay alone with straight (not premultiplied) alpha as "
+                                  "output/TrackOverlay/layer_*.mov (ProRes 4444) for compositing; off: the overlay "
+                                  "drawn over the video (H.264, in the temp folder for Save Video)."),
         }, "optional": {
             "tracks": socket("TRACKS", "Tracks to draw instead of detecting points: one track frame per video "
                              "frame, or one for all (pixel coordinates of this video)."),
@@ -149,7 +154,7 @@ class Video:
             spec = _overlay_spec(widgets, pixels_per_unit(units, source.height), draw_lines, draw_boxes)
             points = (DetectedPoints(TrackDetector(**_group_values("detect", widgets))) if tracks is None
                       else TrackPoints(normalize_tracks(tracks), name="tracks"))
-            output = _output_path(folder_paths, ".mov" if layer_only else ".mp4")
+            output = _output_path(folder_paths, layer_only)
             total = min(filter(None, (source.frame_count, max_frames)), default=0)
             renderer, info = make_renderer(backend)
             LOGGER.info("Overlay Video: %dx%d, about %d frame(s), on %s -> %s", source.width, source.height,

@@ -880,6 +880,7 @@ def comfy_temp(tmp_path, monkeypatch):
     temp = tmp_path / "temp"
     paths = types.ModuleType("folder_paths")
     paths.get_temp_directory = lambda: str(temp)
+    paths.get_output_directory = lambda: str(tmp_path / "output")
     paths.get_save_image_path = lambda prefix, root: (os.path.join(root, os.path.dirname(prefix)),
                                                       os.path.basename(prefix), 1, "", prefix)
     install_progress_bar(monkeypatch)
@@ -914,9 +915,10 @@ def test_video_node_keeps_the_audio(comfy_temp, clip):
     assert "audio" not in streams(run_video_node(clip, keep_audio=False))
 
 
-def test_video_node_layer_only_writes_prores_with_alpha(comfy_temp, clip):
+def test_video_node_layer_only_saves_prores_with_alpha(comfy_temp, clip):
     output = run_video_node(clip, layer_only=True)
-    assert output.suffix == ".mov" and streams(output)["video"][:2] == ("prores", "yuva444p12le")
+    assert output == comfy_temp.parent / "output" / "TrackOverlay" / "layer_00001_.mov"
+    assert streams(output)["video"][:2] == ("prores", "yuva444p12le")
     assert frames_in(output) == 8 and streams(output)["audio"][:2] == ("aac", 6)
 
 
