@@ -446,8 +446,14 @@ def _warm_up(frames: Iterator[DecodedFrame], points: PointSource, builder: Overl
 def _preflight(points: PointSource, spec: OverlaySpec, budget: Budget, range_: FrameRange) -> None:
     """Refuse, before any output exists, a render whose busiest frames would exceed the memory budget."""
     most = points.most_points()
-    if most is not None and spec.lines is not None:
-        budget.check_points(most, spec.graph.k if spec.graph.mode == "knn" else 8, "the busiest frame")
+    if most is not None:
+        knn = spec.graph.mode == "knn"
+        if spec.lines is not None:
+            budget.check_points(most, spec.graph.k if knn else 8, "the busiest frame")
+        fewest_links = most * spec.graph.k // 2 if knn and spec.lines is not None else 0  # a lower bound
+        budget.check_draw(np.zeros(fewest_links), 0.0 if spec.lines is None else spec.lines.width,
+                          0 if spec.boxes is None else most, 0.0 if spec.boxes is None else spec.boxes.size,
+                          "the busiest frame")
     if points.needs_frames:
         return
     checker = OverlayBuilder(spec, budget)
