@@ -36,8 +36,6 @@ def tracks_from_mask(masks, threshold: float = 0.5, min_area: int = 4,
     Float masks compare with ``threshold``; uint8 masks are read as 0..255.
     Invisible slots hold the track's nearest known position and size (:func:`fill_hidden`).
     """
-    if not 0.0 <= threshold <= 1.0:  # also refuses NaN, which no value exceeds
-        raise ValueError(f"threshold must be a number in 0..1, got {threshold}")
     if min_area < 1:
         raise ValueError(f"min_area must be >= 1 pixel, got {min_area}")
     if not max_distance > 0:
