@@ -7,10 +7,13 @@ fill 0.2, roundness 0.3; lines first, boxes on top):
   s1     4K, 100 points (the seed scene)       s2     4K, 1000 points
   s1-8k  8K, 100 points                        s10k   4K, 10 000 points
   knn    kNN alone (k=5) at N = 1000, 5000, 20000: CPU, fused GPU kernel, FAISS
+  video  the video path users run: the CLI's render (track file, 100 points) on a textured clip against
+         plain PyAV transcodes of the same clip at the same x264 settings, 1080p and 4K (frames per second)
 
 Examples:
   python examples/benchmark.py --scene s1 --backend cpu
   python examples/benchmark.py --scene s2 --backend gpu --frame-dtype float32 --json s2.json
+  python examples/benchmark.py --scene video --backend gpu --video-frames 120 --preset veryfast
 """
 
 from __future__ import annotations
@@ -150,6 +153,98 @@ def bench_knn(repeat: int, backend: str) -> dict:
     return results
 
 
+# ------------------------------------------------------------------ video path (scene "video")
+
+
+def _video_clip(path: str, width: int, height: int, frames: int) -> None:
+    """A textured, moving test clip (x264 crf 18 veryfast), so decoding does real work."""
+    import av
+
+    y, x = np.mgrid[0:height, 0:width]
+    base = ((x * 7 + y * 13) % 251).astype(np.uint8)
+    with av.open(path, "w") as container:
+        stream = container.add_stream("libx264", rate=30, options={"crf": "18", "preset": "veryfast"})
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for index in range(frames):
+            frame = np.roll(base, 3 * index, axis=1)[..., None].repeat(3, axis=2)
+            image = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            image.pts = index
+            container.mux(stream.encode(image))
+        container.mux(stream.encode(None))
+
+
+def _transcode(source: str, target: str, preset: str, via_rgb: bool) -> int:
+    """A plain serial PyAV transcode at the CLI's x264 settings; ``via_rgb`` converts each frame as the CLI does."""
+    import av
+
+    with av.open(source) as reader, av.open(target, "w") as writer:
+        video = reader.streams.video[0]
+        video.thread_type = "AUTO"
+        stream = writer.add_stream("libx264", rate=video.average_rate, options={"crf": "18", "preset": preset})
+        stream.width, stream.height, stream.pix_fmt = video.codec_context.width, video.codec_context.height, "yuv420p"
+        count = 0
+        for frame in reader.decode(video):
+            if via_rgb:
+                frame = av.VideoFrame.from_ndarray(frame.to_ndarray(format="rgb24"), format="rgb24")
+            frame.pts = count
+            writer.mux(stream.encode(frame))
+            count += 1
+        writer.mux(stream.encode(None))
+    return count
+
+
+def _overlay_cli(source: str, target: str, tracks: str, backend: str, preset: str, *extra: str) -> int:
+    """The CLI's own render (examples/overlay_video.py main), in-process."""
+    import importlib.util
+    import os
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "overlay_video.py")
+    spec = importlib.util.spec_from_file_location("overlay_video_bench", script)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    code = cli.main([source, "-o", target, "--tracks", tracks, "--backend", backend, "--preset", preset, *extra])
+    if code != 0:
+        raise RuntimeError(f"overlay_video.py exited with status {code}")
+    return 0
+
+
+def bench_video(backend: str, frames: int, preset: str, sizes=("1920x1080", "3840x2160")) -> dict:
+    """Frames per second of the CLI render and of plain transcodes of the same clip, same settings, same run."""
+    import logging
+    import os
+    import tempfile
+
+    from trackoverlay.utils.core.log import LOGGER
+    from trackoverlay.utils.tracks.contract import Tracks
+    from trackoverlay.utils.tracks.track_file import save_tracks_json
+
+    LOGGER.setLevel(logging.WARNING)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="trackoverlay-bench-") as folder:
+        for size in sizes:
+            width, height = parse_size(size)
+            clip, tracks = os.path.join(folder, f"{size}.mp4"), os.path.join(folder, f"{size}.json")
+            _video_clip(clip, width, height, frames)
+            rng = np.random.default_rng(0)
+            path = (rng.random((frames, 100, 2)) * [width, height]).astype(np.float32)
+            save_tracks_json(Tracks(path, np.ones((frames, 100), bool)), tracks)
+            runs = {
+                "transcode, YUV straight to x264": lambda: _transcode(clip, os.path.join(folder, "a.mp4"), preset,
+                                                                     False),
+                "transcode via RGB (serial, as the CLI converts)": lambda: _transcode(
+                    clip, os.path.join(folder, "b.mp4"), preset, True),
+                "CLI, nothing drawn (decode, convert, encode alone)": lambda: _overlay_cli(
+                    clip, os.path.join(folder, "c.mp4"), tracks, backend, preset, "--no-lines", "--no-boxes"),
+                f"CLI overlay, track file, 100 points, {backend}": lambda: _overlay_cli(
+                    clip, os.path.join(folder, "d.mp4"), tracks, backend, preset),
+            }
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run()
+                results[f"{size} {name}"] = frames / (time.perf_counter() - start)
+    return results
+
+
 def print_table(title: str, stages: dict) -> None:
     width = max(len(stage) for stage in stages)
     print(title)
@@ -159,16 +254,35 @@ def print_table(title: str, stages: dict) -> None:
         print(f"  {stage:<{width}}  {shown}")
 
 
+def print_rates(title: str, rates: dict) -> None:
+    width = max(len(name) for name in rates)
+    print(title)
+    print(f"  {'run':<{width}}  frames/s")
+    for name, value in rates.items():
+        print(f"  {name:<{width}}  {value:8.1f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
-    parser.add_argument("--scene", choices=tuple(SCENES) + ("knn",), default="s1")
+    parser.add_argument("--scene", choices=tuple(SCENES) + ("knn", "video"), default="s1")
     parser.add_argument("--size", type=parse_size, help="frame size WxH (default: the scene's)")
     parser.add_argument("--frame-dtype", choices=("uint8", "float32"), default="uint8")
     parser.add_argument("--repeat", type=int, default=15, help="timed frames (median reported)")
     parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--video-frames", type=int, default=120, help="scene video: clip length (default: 120)")
+    parser.add_argument("--preset", default="veryfast", help="scene video: x264 preset (default: veryfast)")
     args = parser.parse_args(argv)
     backend = select_backend(args.backend).selected
+    if args.scene == "video":
+        rates = bench_video(backend, args.video_frames, args.preset, (args.size and "x".join(map(str, args.size)),)
+                            if args.size else ("1920x1080", "3840x2160"))
+        print_rates(f"scene video | backend {backend} | {args.video_frames} frames | x264 {args.preset}", rates)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump({"scene": "video", "backend": backend, "frames": args.video_frames,
+                           "preset": args.preset, "fps": rates}, handle, indent=2)
+        return 0
     if args.scene == "knn":
         stages = bench_knn(args.repeat, backend)
         size = None

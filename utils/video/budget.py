@@ -71,11 +71,18 @@ class Budget:
         self.require(count * (neighbours + 2) * GRAPH_BYTES_PER_POINT, f"{where}: linking {count:,} points",
                      "give fewer tracks, or draw no lines")
 
+    def draw_bytes(self, total_length: float, links: int, line_width: float, boxes: int, box_side: float) -> float:
+        """Estimated bytes to draw ``links`` links of ``total_length`` pixels and ``boxes`` boxes of ``box_side``."""
+        candidates = (total_length + 4.0 * links) * (line_width + 4.0) + boxes * (box_side + 4.0) ** 2
+        return candidates * BYTES_PER_CANDIDATE + FRAME_BASE_BYTES
+
+    def fits(self, need: float) -> bool:
+        return self.limit is None or need <= self.limit
+
     def check_draw(self, link_lengths, line_width: float, boxes: int, box_side: float, where: str) -> None:
         """Drawing links of ``link_lengths`` pixels and ``boxes`` boxes of side ``box_side``."""
         lengths = np.asarray(link_lengths, np.float64)
-        candidates = float(np.sum(lengths + 4.0)) * (line_width + 4.0) + boxes * (box_side + 4.0) ** 2
-        need = candidates * BYTES_PER_CANDIDATE + FRAME_BASE_BYTES
+        need = self.draw_bytes(float(lengths.sum()), len(lengths), line_width, boxes, box_side)
         self.require(need, f"{where}: drawing {len(lengths):,} links and {boxes:,} boxes",
                      "link fewer points (lower the radius or k, set a degree cap or a maximum length) or use "
                      "thinner lines and smaller boxes")

@@ -11,6 +11,7 @@ from the output's extension (:mod:`.formats`), copies the input's audio
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterator, NamedTuple
@@ -411,6 +412,8 @@ class VideoWriter(_Writer):
         self._padding = (0, 0)
         self._last_pts = -1
         self._palette = None
+        self._padded = None
+        self._yuv = None
         self._origin = Fraction(0)
         self.end_time = Fraction(0)
 
@@ -451,13 +454,31 @@ class VideoWriter(_Writer):
             self._audio.attach(self._container, fmt, self._origin)
 
     def _video_frame(self, frame: np.ndarray):
+        """``frame`` as the encoder's pixel format; the caller's array is not kept once this returns."""
         if any(self._padding):
-            frame = np.pad(frame, ((0, self._padding[0]), (0, self._padding[1]), (0, 0)), mode="edge")
-        image = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgba" if self.format.alpha
-                                           else "rgb24")
-        if self.format.pix_fmt.startswith("yuv"):
-            image = image.reformat(format=self.format.pix_fmt, dst_colorspace="itu709", dst_color_range="MPEG")
-        return image
+            frame = self._pad(frame)
+        layout = "rgba" if self.format.alpha else "rgb24"
+        if self.format.pix_fmt == "yuv420p" and not frame.shape[0] % 4 and not frame.shape[1] % 2:  # I420 rows pack
+            if self._yuv is None:
+                self._yuv = Bt709Converter(*frame.shape[:2])
+            # the encoders used here copy the picture in encode(), so one buffer serves every frame
+            return av.VideoFrame.from_numpy_buffer(self._yuv.convert(frame), format="yuv420p")
+        if not self.format.pix_fmt.startswith("yuv"):
+            return av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format=layout)
+        # converted straight from the caller's memory (no copy); the converted frame is FFmpeg's own
+        image = av.VideoFrame.from_numpy_buffer(np.ascontiguousarray(frame), format=layout)
+        return image.reformat(format=self.format.pix_fmt, dst_colorspace="itu709", dst_color_range="MPEG")
+
+    def _pad(self, frame: np.ndarray) -> np.ndarray:
+        """``frame`` with its last row/column repeated to an even size, in a buffer kept between frames."""
+        height, width = frame.shape[:2]
+        if self._padded is None:
+            self._padded = np.empty((height + self._padding[0], width + self._padding[1], frame.shape[2]), np.uint8)
+        padded = self._padded
+        padded[:height, :width] = frame
+        padded[:height, width:] = frame[:, -1:]
+        padded[height:] = padded[height - 1:height]
+        return padded
 
     def write(self, frame: np.ndarray, time: Fraction | float | None = None) -> None:
         """Append one frame shown at ``time`` seconds on the source's clock (default: frame index / fps).
@@ -489,17 +510,84 @@ class VideoWriter(_Writer):
             self._audio.finish(self.end_time + self._frame_duration())
             self._audio.close()
         self._container.close()
+        if self._yuv is not None:
+            self._yuv.close()
 
     def _frame_duration(self) -> Fraction:
         return self.end_time / max(self.frame_count - 1, 1) if self.frame_count > 1 else 1 / self._rate
 
     def _release(self) -> None:
+        if self._yuv is not None:
+            self._yuv.close()
         if self._audio is not None:
             self._audio.close()
         try:
             self._container.close()
         except (av.error.FFmpegError, OSError) as error:
             LOGGER.debug("%s: closing an aborted video failed: %s", self.output.given, error)
+
+
+def _bt709_rows() -> np.ndarray:
+    """float32 [3, 4]: RGB (0..255) -> limited-range BT.709 Y, Cb, Cr (rows), with the offsets in column 3."""
+    red, blue = 0.2126, 0.0722
+    green = 1.0 - red - blue
+    matrix = np.array([[red, green, blue],
+                       [-red / (2 * (1 - blue)), -green / (2 * (1 - blue)), 0.5],
+                       [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]])
+    matrix *= np.array([[219.0], [224.0], [224.0]]) / 255.0
+    return np.hstack([matrix, [[16.0], [128.0], [128.0]]]).astype(np.float32)
+
+
+class Bt709Converter:
+    """RGB -> I420 (yuv420p, limited-range BT.709) into buffers kept between frames.
+
+    The height must be a multiple of 4 and the width even, so the chroma planes
+    pack into whole rows of the [H * 3 / 2, W] array FFmpeg takes.
+
+    OpenCV does the arithmetic (SIMD) on row bands in parallel threads: luma
+    from the full rows, chroma from the rows averaged over 2x2 blocks (the same
+    as averaging the chroma, the transform being linear). FFmpeg's converter
+    reads it back within 1 level. Call :meth:`close` to stop the threads.
+    """
+
+    ROWS = _bt709_rows()
+
+    def __init__(self, height: int, width: int, workers: int | None = None):
+        self.height, self.width = height, width
+        self.planes = np.empty((height * 3 // 2, width), np.uint8)
+        self._yuv = np.empty((height, width, 3), np.uint8)
+        self._half = np.empty((height // 2, width // 2, 3), np.uint8)
+        self._half_yuv = np.empty((height // 2, width // 2, 3), np.uint8)
+        quarter = self.planes[height:].reshape(2, height // 2, width // 2)
+        self._luma, self._u, self._v = self.planes[:height], quarter[0], quarter[1]
+        count = max(1, min(workers or os.cpu_count() or 1, height // 16))
+        edges = np.linspace(0, height // 2, count + 1).astype(int) * 2  # even rows: whole chroma rows per band
+        self._bands = [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+        self._pool = ThreadPoolExecutor(len(self._bands), thread_name_prefix="trackoverlay-yuv") \
+            if len(self._bands) > 1 else None
+
+    def _band(self, rgb: np.ndarray, rows: tuple) -> None:
+        lo, hi = rows
+        half = slice(lo // 2, hi // 2)
+        cv2.transform(rgb[lo:hi], self.ROWS, dst=self._yuv[lo:hi])
+        cv2.extractChannel(self._yuv[lo:hi], 0, dst=self._luma[lo:hi])
+        cv2.resize(rgb[lo:hi], (self.width // 2, (hi - lo) // 2), dst=self._half[half], interpolation=cv2.INTER_AREA)
+        cv2.transform(self._half[half], self.ROWS, dst=self._half_yuv[half])
+        cv2.extractChannel(self._half_yuv[half], 1, dst=self._u[half])
+        cv2.extractChannel(self._half_yuv[half], 2, dst=self._v[half])
+
+    def convert(self, rgb: np.ndarray) -> np.ndarray:
+        """The I420 planes of uint8 RGB [H, W, 3] ``rgb``: Y [H, W], then U and V [H/2, W/2] each, row-packed."""
+        if self._pool is None:
+            self._band(rgb, self._bands[0])
+        else:
+            list(self._pool.map(lambda rows: self._band(rgb, rows), self._bands))
+        return self.planes
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
 
 class _GifPalette:

@@ -230,15 +230,21 @@ class OverlayBuilder:
         lines, boxes = self.spec.lines, self.spec.boxes
         if self.budget is None:
             return
-        lengths = [] if lines is None else edge_lengths(np.nan_to_num(positions), self.edges)
-        side = 0.0
+        side, count = 0.0, int(valid.sum())
         if boxes is not None:
             side = boxes.size
             if boxes.size_mode == "track" and points.sizes is not None:
                 side = float(np.max(np.nan_to_num(np.asarray(points.sizes)[valid]), initial=side))
             side += boxes.stroke_width
-        self.budget.check_draw(lengths, 0.0 if lines is None else lines.width,
-                               0 if boxes is None else int(valid.sum()), side, where)
+        links = 0 if lines is None else len(self.edges)
+        width = 0.0 if lines is None else lines.width
+        if links:  # every link is at most the points' bounding-box diagonal: skip measuring when that fits
+            spread = np.ptp(positions[valid], axis=0) if count else np.zeros(2)
+            if self.budget.fits(self.budget.draw_bytes(links * float(np.hypot(*spread)), links, width,
+                                                       count if boxes is not None else 0, side)):
+                return
+        lengths = [] if lines is None else edge_lengths(np.nan_to_num(positions), self.edges)
+        self.budget.check_draw(lengths, width, 0 if boxes is None else count, side, where)
 
     def check(self, points: FramePoints, index: int) -> None:
         """Raise ``MemoryBudgetError`` if drawing this frame would exceed the budget (the graph's memory is kept)."""
