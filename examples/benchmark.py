@@ -193,7 +193,7 @@ def _transcode(source: str, target: str, preset: str, via_rgb: bool) -> int:
     return count
 
 
-def _overlay_cli(source: str, target: str, tracks: str, backend: str, preset: str, *extra: str) -> int:
+def _overlay_cli(source: str, target: str, tracks: str, backend: str, preset: str, *extra: str) -> None:
     """The CLI's own render (examples/overlay_video.py main), in-process."""
     import importlib.util
     import os
@@ -205,20 +205,16 @@ def _overlay_cli(source: str, target: str, tracks: str, backend: str, preset: st
     code = cli.main([source, "-o", target, "--tracks", tracks, "--backend", backend, "--preset", preset, *extra])
     if code != 0:
         raise RuntimeError(f"overlay_video.py exited with status {code}")
-    return 0
 
 
 def bench_video(backend: str, frames: int, preset: str, sizes=("1920x1080", "3840x2160")) -> dict:
     """Frames per second of the CLI render and of plain transcodes of the same clip, same settings, same run."""
-    import logging
     import os
     import tempfile
 
-    from trackoverlay.utils.core.log import LOGGER
     from trackoverlay.utils.tracks.contract import Tracks
     from trackoverlay.utils.tracks.track_file import save_tracks_json
 
-    LOGGER.setLevel(logging.WARNING)
     results = {}
     with tempfile.TemporaryDirectory(prefix="trackoverlay-bench-") as folder:
         for size in sizes:

@@ -35,7 +35,6 @@ the folder, and that every input's bytes are unchanged.
 import errno
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import resource
@@ -74,7 +73,6 @@ from video_clips import (
     index_frame,
     make_video,
     streams,
-    video_seconds,
 )
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "overlay_video.py"

@@ -517,10 +517,11 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     spare: queue.SimpleQueue = queue.SimpleQueue()
     for _ in range(QUEUE_DEPTH + 2):  # enough that drawing never waits for a buffer (see Pipeline)
         spare.put(None)
-    size = []
+    size, last = [], [range_.start - 1]
 
     def draw(item: DecodedFrame):
         image = item.image
+        last[0] = item.index
         if not size:
             size.extend(image.shape[:2])
         elif image.shape[:2] != tuple(size):
@@ -546,7 +547,7 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     if count == 0:
         raise ValueError("the input has no frames; nothing to render" if range_.start == 0 else
                          f"the input has no frames from frame {range_.start}; nothing to render")
-    reached = range_.start + count
+    reached = last[0] + 1  # frames skipped as undecodable keep their numbers
     limited = range_.stop is not None and reached >= range_.stop
     points.finish(reached, limited)
     source.report(range_.start, count, not limited)
