@@ -1,8 +1,5 @@
-"""The pack's ComfyUI nodes (V1 API); ids are ``TrackOverlay`` + class name."""
+"""The pack's ComfyUI nodes (V3 API); :mod:`.extension` lists them for ComfyUI.
 
-from . import overlays, render, tracks, video
-
-_NODES = tracks.NODES + overlays.NODES + render.NODES + video.NODES
-
-NODE_CLASS_MAPPINGS = {f"TrackOverlay{node.__name__}": node for node in _NODES}
-NODE_DISPLAY_NAME_MAPPINGS = {f"TrackOverlay{node.__name__}": node.DISPLAY_NAME for node in _NODES}
+Nothing here imports ComfyUI: the node modules import ``comfy_api`` when
+ComfyUI loads them through the pack's ``comfy_entrypoint``.
+"""

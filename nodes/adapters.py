@@ -1,7 +1,7 @@
 """Conversions between ComfyUI values and the engine's NumPy world.
 
-torch, ``comfy`` and ``folder_paths`` are imported inside the functions that
-need them, so importing the pack pulls in none of them.
+torch, ``comfy``, ``comfy_execution`` and ``folder_paths`` are imported inside
+the functions that need them, so this module imports without ComfyUI.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import numpy as np
 
 from ..utils.draw.display_list import DisplayList
 from ..utils.tracks.contract import POSITION_LIMIT, Tracks
-from .widgets import UNITS
+
+UNITS = ("pixels", "% of frame height")
 
 
 def _host_float32(value, name: str, kind: str) -> np.ndarray:
@@ -80,16 +81,6 @@ def overlay_list(overlay, name: str) -> list:
     if not overlay:
         raise ValueError(f"{name} has no frames; its tracks must cover at least one frame")
     return list(overlay)
-
-
-def common_length(**counts: int) -> int:
-    """The shared length of named sequences where a length of 1 repeats; errors name both inputs."""
-    longer = [(name, count) for name, count in counts.items() if count != 1]
-    for name, count in longer[1:]:
-        if count != longer[0][1]:
-            raise ValueError(f"{longer[0][0]} has {longer[0][1]} frames but {name} has {count}: give equal "
-                             "frame counts, or 1 frame to repeat it")
-    return longer[0][1] if longer else 1
 
 
 def pixels_per_unit(units: str, height: int) -> float:
@@ -210,3 +201,43 @@ def save_text_output(text: str, prefix: str, extension: str):
     with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
         handle.write(text)
     return {"filename": name, "subfolder": subfolder, "type": "output"}
+
+
+def connected_outputs(hidden) -> set | None:
+    """Output slots of the running node that some node of the running graph reads.
+
+    ``hidden`` is the node's V3 hidden holder (``unique_id`` and ``dynprompt``);
+    None when they are not given (outside ComfyUI), meaning "unknown".
+    """
+    prompt, node_id = getattr(hidden, "dynprompt", None), getattr(hidden, "unique_id", None)
+    if prompt is None or node_id is None:
+        return None
+    used = set()
+    for other in prompt.all_node_ids():
+        for value in prompt.get_node(other).get("inputs", {}).values():
+            if isinstance(value, list) and len(value) == 2 and str(value[0]) == str(node_id):
+                used.add(int(value[1]))
+    return used
+
+
+def not_built(message: str):
+    """The value of an output that was not built: downstream nodes stop with ``message``."""
+    from comfy_execution.graph_utils import ExecutionBlocker
+
+    return ExecutionBlocker(message)
+
+
+def frames_tensor(frames, count: int, height: int, width: int):
+    """An IMAGE (float32 [count, H, W, 3] in 0..1) filled from ``count`` uint8 RGB frames, one at a time."""
+    array = np.empty((count, height, width, 3), np.float32)
+    filled = 0
+    for filled, frame in enumerate(frames, 1):
+        np.divide(frame, np.float32(255.0), out=array[filled - 1])
+    if filled != count:
+        raise ValueError(f"expected {count} frames, got {filled}")
+    return to_tensor(array)
+
+
+def audio_output(waveform: np.ndarray, sample_rate: int) -> dict:
+    """A core AUDIO value from a float32 [channels, samples] waveform."""
+    return {"waveform": to_tensor(waveform)[None], "sample_rate": sample_rate}

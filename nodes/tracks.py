@@ -2,90 +2,103 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+
+from comfy_api.latest import io
 
 from ..utils.core.log import LOGGER
 from ..utils.tracks.contract import normalize_tracks
-from ..utils.tracks.detect import METHODS, detect_tracks
-from ..utils.tracks.from_mask import tracks_from_mask
+from ..utils.tracks.detect import DETECT_RANGES, METHODS, detect_tracks
+from ..utils.tracks.from_mask import MASK_RANGES, tracks_from_mask
 from ..utils.tracks.track_file import load_tracks_json, tracks_from_json, tracks_to_json
 from .adapters import image_array, input_path, mask_array, save_text_output, tracks_output
-from .widgets import CATEGORY, combo, defaults, float_input, int_input, socket, text
+from .widgets import TRACKS_CATEGORY, TRACKS_OUT, combo, defaults, float_input, int_input, text, tracks_input
 
 _DETECT = defaults(detect_tracks)
 _MASK = defaults(tracks_from_mask)
-_TRACKS_OUT = "Tracks: track_path [T, N, 2] pixels and track_visibility [T, N] (core ComfyUI TRACKS), plus box sizes."
 
 
-class DetectTracks:
+def detect_widgets() -> list:
+    """The detection widgets (one per detect_tracks parameter)."""
+    limits = DETECT_RANGES
+    return [
+        int_input("max_points", _DETECT["max_points"], limits["max_points"], "Most points tracked at the same time."),
+        float_input("min_distance", _DETECT["min_distance"], limits["min_distance"],
+                    "New points keep at least this many pixels from each other and from points already "
+                    "tracked.", step=1.0),
+        float_input("sensitivity", _DETECT["sensitivity"], limits["sensitivity"],
+                    "0..1: higher finds weaker corners, smaller blobs, dimmer spots.", step=0.05),
+        combo("method", METHODS, _DETECT["method"],
+              "corners: Shi-Tomasi corners; blobs: light or dark blobs; bright: bright spots."),
+        int_input("redetect_interval", _DETECT["redetect_interval"], limits["redetect_interval"],
+                  "Look for new points every this many frames (1 = every frame)."),
+        float_input("point_size", _DETECT["point_size"], limits["point_size"],
+                    "Box size stored with each track, in pixels (used by Boxes with size_mode 'track').", step=1.0),
+    ]
+
+
+class DetectTracksNode(io.ComfyNode):
     """Finds feature points in the frames and follows them with optical flow."""
 
-    DISPLAY_NAME = "Detect Tracks"
-    DESCRIPTION = ("Finds points to track in the frames (corners, blobs or bright spots) and follows them "
-                   "from frame to frame with optical flow, re-detecting to fill gaps. CPU (OpenCV).")
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("TRACKS",)
-    RETURN_NAMES = ("tracks",)
-    OUTPUT_TOOLTIPS = (_TRACKS_OUT,)
-    FUNCTION = "detect"
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="TrackOverlayDetectTracks",
+            display_name="Detect Tracks",
+            category=TRACKS_CATEGORY,
+            search_aliases=["point tracker", "feature tracking", "optical flow", "blob track", "track points",
+                            "corner detection"],
+            description="Finds points to track in the frames (corners, blobs or bright spots) and follows them "
+                        "from frame to frame with optical flow, re-detecting to fill gaps. CPU (OpenCV).",
+            inputs=[
+                io.Image.Input("image", tooltip="The frames to track (a video's frames, or one image)."),
+                *detect_widgets(),
+            ],
+            outputs=[io.Tracks.Output("tracks", tooltip=TRACKS_OUT)],
+        )
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "image": socket("IMAGE", "The frames to track (a video's frames, or one image)."),
-            "max_points": int_input(_DETECT["max_points"], 1, 10_000, "Most points tracked at the same time."),
-            "min_distance": float_input(_DETECT["min_distance"], 0.0, 10_000.0,
-                                        "New points keep at least this many pixels from each other and "
-                                        "from points already tracked.", step=1.0),
-            "sensitivity": float_input(_DETECT["sensitivity"], 0.0, 1.0,
-                                       "0..1: higher finds weaker corners, smaller blobs, dimmer spots.",
-                                       step=0.05),
-            "method": combo(METHODS, _DETECT["method"],
-                            "corners: Shi-Tomasi corners; blobs: light or dark blobs; bright: bright spots."),
-            "redetect_interval": int_input(_DETECT["redetect_interval"], 1, 10_000,
-                                           "Look for new points every this many frames (1 = every frame)."),
-            "point_size": float_input(_DETECT["point_size"], 0.0, 10_000.0,
-                                      "Box size stored with each track, in pixels (used by Boxes with "
-                                      "size_mode 'track').", step=1.0),
-        }}
-
-    def detect(self, image, max_points, min_distance, sensitivity, method, redetect_interval, point_size):
+    def execute(cls, image, max_points, min_distance, sensitivity, method, redetect_interval,
+                point_size) -> io.NodeOutput:
         tracks = detect_tracks(image_array(image), max_points=max_points, min_distance=min_distance,
                                sensitivity=sensitivity, method=method, redetect_interval=redetect_interval,
                                point_size=point_size)
         LOGGER.info("Detect Tracks: %d tracks over %d frames", tracks.track_count, tracks.frame_count)
-        return (tracks_output(tracks),)
+        return io.NodeOutput(tracks_output(tracks))
 
 
-class TracksFromMask:
+class TracksFromMaskNode(io.ComfyNode):
     """One track per mask region, matched from frame to frame."""
 
-    DISPLAY_NAME = "Tracks From Mask"
-    DESCRIPTION = ("Turns every region of a mask batch into a track at its centre, with its bounding-box "
-                   "size; regions are matched to the previous frame's by distance.")
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("TRACKS",)
-    RETURN_NAMES = ("tracks",)
-    OUTPUT_TOOLTIPS = (_TRACKS_OUT,)
-    FUNCTION = "from_mask"
+    @classmethod
+    def define_schema(cls):
+        limits = MASK_RANGES
+        return io.Schema(
+            node_id="TrackOverlayTracksFromMask",
+            display_name="Tracks From Mask",
+            category=TRACKS_CATEGORY,
+            search_aliases=["blob track", "mask to tracks", "region tracking", "segment tracking"],
+            description="Turns every region of a mask batch into a track at its centre, with its "
+                        "bounding-box size; regions are matched to the previous frame's by distance.",
+            inputs=[
+                io.Mask.Input("mask", tooltip="Mask batch [B, H, W]; each connected region becomes a track."),
+                float_input("threshold", _MASK["threshold"], limits["threshold"],
+                            "Mask values above this count as inside.", step=0.05),
+                int_input("min_area", _MASK["min_area"], limits["min_area"],
+                          "Regions smaller than this many pixels are ignored."),
+                float_input("max_distance", _MASK["max_distance"], limits["max_distance"],
+                            "A region continues a track only if its centre moved at most this many pixels "
+                            "since the previous frame.", step=1.0),
+            ],
+            outputs=[io.Tracks.Output("tracks", tooltip=TRACKS_OUT)],
+        )
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "mask": socket("MASK", "Mask batch [B, H, W]; each connected region becomes a track."),
-            "threshold": float_input(_MASK["threshold"], 0.0, 1.0, "Mask values above this count as inside.",
-                                     step=0.05),
-            "min_area": int_input(_MASK["min_area"], 1, 100_000_000, "Regions smaller than this many pixels "
-                                  "are ignored."),
-            "max_distance": float_input(_MASK["max_distance"], 0.01, 100_000.0,
-                                        "A region continues a track only if its centre moved at most this "
-                                        "many pixels since the previous frame.", step=1.0),
-        }}
-
-    def from_mask(self, mask, threshold, min_area, max_distance):
+    def execute(cls, mask, threshold, min_area, max_distance) -> io.NodeOutput:
         tracks = tracks_from_mask(mask_array(mask), threshold=threshold, min_area=min_area,
                                   max_distance=max_distance)
-        return (tracks_output(tracks),)
+        return io.NodeOutput(tracks_output(tracks))
 
 
 def _json_source(json_or_path: str) -> tuple:
@@ -99,68 +112,84 @@ def _json_source(json_or_path: str) -> tuple:
     return "file", input_path(value)
 
 
-class TracksFromJSON:
+def file_fingerprint(path: str) -> str:
+    """Modification time, size and SHA-256 of a file ('' when it does not exist)."""
+    if not os.path.isfile(path):
+        return ""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    stat = os.stat(path)
+    return f"{stat.st_mtime_ns}:{stat.st_size}:{digest.hexdigest()}"
+
+
+class TracksFromJSONNode(io.ComfyNode):
     """Reads tracks from JSON text or a track file."""
 
-    DISPLAY_NAME = "Tracks From JSON"
-    DESCRIPTION = ("Reads tracks saved by Tracks To JSON (or by the pack's scripts): paste the JSON text, "
-                   "or give a file path (relative paths are looked up in ComfyUI's input folder).")
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("TRACKS",)
-    RETURN_NAMES = ("tracks",)
-    OUTPUT_TOOLTIPS = (_TRACKS_OUT,)
-    FUNCTION = "load"
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="TrackOverlayTracksFromJSON",
+            display_name="Tracks From JSON",
+            category=TRACKS_CATEGORY,
+            search_aliases=["load tracks", "track file", "import tracks"],
+            description="Reads tracks saved by Tracks To JSON (or by the pack's scripts): paste the JSON text, "
+                        "or give a file path (relative paths are looked up in ComfyUI's input folder). An "
+                        "edited file is read again on the next run.",
+            inputs=[
+                text("json_or_path", "", "Track JSON text (starting with '{'), or the path of a .json track file.",
+                     multiline=True),
+            ],
+            outputs=[io.Tracks.Output("tracks", tooltip=TRACKS_OUT)],
+        )
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "json_or_path": text("", "Track JSON text (starting with '{'), or the path of a .json track file.",
-                                 multiline=True),
-        }}
-
-    @classmethod
-    def IS_CHANGED(cls, json_or_path):
-        """A track file's modification time, so an edited file is read again (text is keyed by ComfyUI)."""
+    def fingerprint_inputs(cls, json_or_path):
+        """A track file's mtime, size and content hash, so an edited file is read again (text is keyed by ComfyUI)."""
         if not isinstance(json_or_path, str) or not json_or_path.strip():
             return ""
         kind, value = _json_source(json_or_path)
-        return os.path.getmtime(value) if kind == "file" and os.path.isfile(value) else ""
-
-    def load(self, json_or_path):
-        kind, value = _json_source(json_or_path)
-        tracks = tracks_from_json(value, source="json_or_path") if kind == "json" else load_tracks_json(value)
-        return (tracks_output(tracks),)
-
-
-class TracksToJSON:
-    """Writes tracks as JSON text, and optionally to a file in ComfyUI's output folder."""
-
-    DISPLAY_NAME = "Tracks To JSON"
-    DESCRIPTION = ("Serialises tracks to the pack's JSON track format (readable by Tracks From JSON and the "
-                   "scripts). With a filename prefix it also saves a .json file in ComfyUI's output folder.")
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("STRING",)
-    RETURN_NAMES = ("json",)
-    OUTPUT_TOOLTIPS = ("The tracks as JSON text.",)
-    OUTPUT_NODE = True
-    FUNCTION = "to_json"
+        return file_fingerprint(value) if kind == "file" else ""
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "tracks": socket("TRACKS", "The tracks to write."),
-        }, "optional": {
-            "filename_prefix": text("", "Leave empty to only output the text. Otherwise also save "
-                                    "<prefix>_00001_.json in ComfyUI's output folder (may contain "
-                                    "subfolders, e.g. tracks/shot1)."),
-        }}
+    def execute(cls, json_or_path) -> io.NodeOutput:
+        kind, value = _json_source(json_or_path)
+        tracks = tracks_from_json(value, source="json_or_path") if kind == "json" else load_tracks_json(value)
+        return io.NodeOutput(tracks_output(tracks))
 
-    def to_json(self, tracks, filename_prefix=""):
+
+class TracksToJSONNode(io.ComfyNode):
+    """Writes tracks as JSON text, and optionally to a file in ComfyUI's output folder."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="TrackOverlayTracksToJSON",
+            display_name="Tracks To JSON",
+            category=TRACKS_CATEGORY,
+            search_aliases=["save tracks", "export tracks", "track file"],
+            description="Serialises tracks to the pack's JSON track format (readable by Tracks From JSON and "
+                        "the scripts). With a filename prefix it also saves a .json file in ComfyUI's output "
+                        "folder.",
+            inputs=[
+                tracks_input(tooltip="The tracks to write."),
+                text("filename_prefix", "", "Leave empty to only output the text. Otherwise also save "
+                     "<prefix>_00001_.json in ComfyUI's output folder (may contain subfolders, e.g. "
+                     "tracks/shot1).", optional=True),
+            ],
+            outputs=[io.String.Output("json", tooltip="The tracks as JSON text.")],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def execute(cls, tracks, filename_prefix="") -> io.NodeOutput:
         document = tracks_to_json(normalize_tracks(tracks))
         prefix = filename_prefix.strip()
         saved = save_text_output(document, prefix, "json") if prefix else None
         if prefix and saved is None:
             LOGGER.warning("Tracks To JSON: ComfyUI's output folder is unknown here; %r was not saved", prefix)
-        return {"ui": {"tracks_json": [saved] if saved else []}, "result": (document,)}
+        return io.NodeOutput(document, ui={"tracks_json": [saved] if saved else []})
 
-NODES = (DetectTracks, TracksFromMask, TracksFromJSON, TracksToJSON)
+
+NODES = (DetectTracksNode, TracksFromMaskNode, TracksFromJSONNode, TracksToJSONNode)

@@ -12,36 +12,41 @@ import shutil
 import tempfile
 from contextlib import closing, contextmanager
 
+from comfy_api.latest import InputImpl, io
+
+from ..utils.core.checks import Range
 from ..utils.core.log import LOGGER
 from ..utils.draw.styles import BoxStyle, LineStyle
 from ..utils.graph.neighbours import GraphParams
 from ..utils.raster.backend import make_renderer
 from ..utils.tracks.contract import normalize_tracks
 from ..utils.tracks.detect import TrackDetector
-from ..utils.video.io import X264_PRESETS
+from ..utils.video.io import CRF_RANGE, X264_PRESETS
 from ..utils.video.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints, render_video
-from .adapters import engine_params, pixels_per_unit, progress_callback
-from .overlays import Boxes, LineLinks
-from .tracks import DetectTracks
-from .widgets import CATEGORY, UNITS, backend_input, boolean, combo, defaults, int_input, socket
+from .adapters import UNITS, engine_params, pixels_per_unit, progress_callback
+from .overlays import SCALED_GRAPH, SCALED_LINE, box_style, box_widgets, graph_widgets, line_widgets
+from .tracks import detect_widgets
+from .widgets import VIDEO_CATEGORY, backend_input, boolean, combo, defaults, int_input, tracks_input
 
 OUTPUT_PREFIX = "TrackOverlay/overlay"
 LAYER_PREFIX = "TrackOverlay/layer"
-# (node whose widgets are reused, engine class they configure, name prefix here, tooltip note)
+# (the widgets reused, engine class they configure, name prefix here, tooltip note)
 GROUPS = {
-    "detect": (DetectTracks, TrackDetector, "detect_", "Detection (when 'tracks' is not connected):"),
-    "graph": (LineLinks, GraphParams, "link_", "Links:"),
-    "line": (LineLinks, LineStyle, "line_", "Lines:"),
-    "box": (Boxes, BoxStyle, "box_", "Boxes:"),
+    "detect": (detect_widgets, TrackDetector, "detect_", "Detection (when 'tracks' is not connected):"),
+    "graph": (graph_widgets, GraphParams, "link_", "Links:"),
+    "line": (line_widgets, LineStyle, "line_", "Lines:"),
+    "box": (box_widgets, BoxStyle, "box_", "Boxes:"),
 }
 
 
-def _group_inputs(group: str) -> dict:
-    """A group's widgets as declared by its own node, renamed with the group's prefix and tooltip note."""
-    node, engine, prefix, note = GROUPS[group]
+def _group_inputs(group: str) -> list:
+    """A group's widgets as declared for its own node, renamed with the group's prefix and tooltip note."""
+    widgets, engine, prefix, note = GROUPS[group]
     names = defaults(engine)
-    return {prefix + name: (kind, {**options, "tooltip": f"{note} {options['tooltip']}"})
-            for name, (kind, options) in node.INPUT_TYPES()["required"].items() if name in names}
+    chosen = [widget for widget in widgets() if widget.id in names]
+    for widget in chosen:  # fresh declarations: renaming them touches no other node
+        widget.id, widget.tooltip = prefix + widget.id, f"{note} {widget.tooltip}"
+    return chosen
 
 
 def _group_values(group: str, widgets: dict) -> dict:
@@ -52,11 +57,9 @@ def _group_values(group: str, widgets: dict) -> dict:
 
 def _overlay_spec(widgets: dict, scale: float, lines: bool, boxes: bool) -> OverlaySpec:
     """Graph and styles from the widgets (lengths in units x ``scale``); they validate themselves."""
-    graph = engine_params(GraphParams, _group_values("graph", widgets), scale, LineLinks.SCALED_GRAPH)
-    line = engine_params(LineStyle, _group_values("line", widgets), scale, LineLinks.SCALED_LINE)
-    box_values = _group_values("box", widgets)
-    box_values["fill_color"] = box_values["fill_color"].strip() or None
-    box = engine_params(BoxStyle, box_values, scale, Boxes.SCALED)
+    graph = engine_params(GraphParams, _group_values("graph", widgets), scale, SCALED_GRAPH)
+    line = engine_params(LineStyle, _group_values("line", widgets), scale, SCALED_LINE)
+    box = box_style(_group_values("box", widgets), scale)
     return OverlaySpec(graph, line if lines else None, box if boxes else None)
 
 
@@ -104,49 +107,52 @@ def _progress(total: int):
     return None if bar is None else lambda done: bar(done, max(total, done))
 
 
-class Video:
+class OverlayVideoNode(io.ComfyNode):
     """Draws the overlay over a whole video, streaming, and returns a new video."""
 
-    DISPLAY_NAME = "Overlay Video (streaming)"
-    DESCRIPTION = ("Decodes a video frame by frame, finds points (or takes the connected tracks), links "
-                   "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
-                   "memory does not grow with the video's length. The audio is kept. Connect the output "
-                   "to Save Video. With layer_only it saves the overlay alone with alpha (ProRes 4444 .mov) "
-                   "in ComfyUI's output folder for compositing (Save Video cannot store ProRes).")
-    CATEGORY = CATEGORY
-    RETURN_TYPES = ("VIDEO",)
-    RETURN_NAMES = ("video",)
-    OUTPUT_TOOLTIPS = ("The video with the overlay drawn on every frame (same size and frame rate).",)
-    FUNCTION = "overlay"
-    OUTPUT_NODE = True  # runs without a consumer: the layer_only file is itself the result
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="TrackOverlayVideo",
+            display_name="Overlay Video (streaming)",
+            category=VIDEO_CATEGORY,
+            search_aliases=["tracking overlay video", "plexus video", "point tracker video", "blob track video",
+                            "video overlay"],
+            description="Decodes a video frame by frame, finds points (or takes the connected tracks), links "
+                        "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
+                        "memory does not grow with the video's length. The audio is kept. Connect the output "
+                        "to Save Video. With layer_only it saves the overlay alone with alpha (ProRes 4444 .mov) "
+                        "in ComfyUI's output folder for compositing (Save Video cannot store ProRes).",
+            is_output_node=True,  # runs without a consumer: the layer_only file is itself the result
+            inputs=[
+                io.Video.Input("video", tooltip="The video to draw on (from Load Video, for example)."),
+                backend_input(),
+                boolean("draw_lines", True, "Draw the links between neighbouring points."),
+                boolean("draw_boxes", True, "Draw a box around every point."),
+                combo("units", UNITS, UNITS[0], "Unit of the widths, lengths and sizes below: pixels, or percent "
+                      "of the video's height, so the look survives a change of resolution."),
+                *_group_inputs("detect"), *_group_inputs("graph"), *_group_inputs("line"), *_group_inputs("box"),
+                int_input("crf", 18, CRF_RANGE, "H.264 quality, 0..51: lower is better and larger (18 looks "
+                          "lossless)."),
+                combo("preset", X264_PRESETS, "veryfast", "x264 speed: faster presets encode quicker and make "
+                      "larger files at the same quality."),
+                int_input("max_frames", 0, Range(0), "Stop after this many frames; 0 = the whole video."),
+                tracks_input(optional=True, tooltip="Tracks to draw instead of detecting points: one track frame "
+                             "per video frame, or one for all (pixel coordinates of this video)."),
+                boolean("keep_audio", True, "Keep the video's sound (copied as it is, or re-encoded to AAC).",
+                        optional=True),
+                boolean("layer_only", False, "Save the overlay alone with straight (not premultiplied) alpha as "
+                        "output/TrackOverlay/layer_*.mov (ProRes 4444) for compositing; off: the overlay drawn "
+                        "over the video (H.264, in the temp folder for Save Video).", optional=True),
+            ],
+            outputs=[io.Video.Output("video", tooltip="The video with the overlay drawn on every frame (same size "
+                                     "and frame rate).")],
+        )
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "video": socket("VIDEO", "The video to draw on (from Load Video, for example)."),
-            "backend": backend_input(),
-            "draw_lines": boolean(True, "Draw the links between neighbouring points."),
-            "draw_boxes": boolean(True, "Draw a box around every point."),
-            "units": combo(UNITS, UNITS[0], "Unit of the widths, lengths and sizes below: pixels, or percent "
-                           "of the video's height, so the look survives a change of resolution."),
-            **_group_inputs("detect"), **_group_inputs("graph"), **_group_inputs("line"), **_group_inputs("box"),
-            "crf": int_input(18, 0, 51, "H.264 quality, 0..51: lower is better and larger (18 looks lossless)."),
-            "preset": combo(X264_PRESETS, "veryfast", "x264 speed: faster presets encode quicker and make "
-                            "larger files at the same quality."),
-            "max_frames": int_input(0, 0, 10_000_000, "Stop after this many frames; 0 = the whole video."),
-            "keep_audio": boolean(True, "Keep the video's sound (copied as it is, or re-encoded to AAC)."),
-            "layer_only": boolean(False, "Save the overlay alone with straight (not premultiplied) alpha as "
-                                  "output/TrackOverlay/layer_*.mov (ProRes 4444) for compositing; off: the overlay "
-                                  "drawn over the video (H.264, in the temp folder for Save Video)."),
-        }, "optional": {
-            "tracks": socket("TRACKS", "Tracks to draw instead of detecting points: one track frame per video "
-                             "frame, or one for all (pixel coordinates of this video)."),
-        }}
-
-    def overlay(self, video, backend, draw_lines, draw_boxes, units, crf, preset, max_frames, tracks=None,
-                keep_audio=True, layer_only=False, **widgets):
+    def execute(cls, video, backend, draw_lines, draw_boxes, units, crf, preset, max_frames, tracks=None,
+                keep_audio=True, layer_only=False, **widgets) -> io.NodeOutput:
         import folder_paths
-        from comfy_api.input_impl import VideoFromFile
 
         temp = folder_paths.get_temp_directory()
         os.makedirs(temp, exist_ok=True)
@@ -166,7 +172,7 @@ class Video:
             finally:
                 renderer.close()
         LOGGER.info("Overlay Video: wrote %d frame(s) to %s", count, output)
-        return (VideoFromFile(output),)
+        return io.NodeOutput(InputImpl.VideoFromFile(output))
 
 
-NODES = (Video,)
+NODES = (OverlayVideoNode,)

@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+import tracemalloc
 import types
 from dataclasses import fields
 
@@ -11,10 +12,24 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fake_comfy import Interrupted, install_progress_bar  # noqa: E402
-from trackoverlay.nodes import NODE_CLASS_MAPPINGS  # noqa: E402
+from fake_comfy import (  # noqa: E402
+    WIDGET_TYPES,
+    ExecutionBlocker,
+    FakeDynamicPrompt,
+    Hidden,
+    Interrupted,
+    install_comfy_api,
+    install_progress_bar,
+)
+
+install_comfy_api()
+
+from trackoverlay.nodes.extension import NODES  # noqa: E402
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle  # noqa: E402
 from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
+from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
+
+NODE_BY_ID = {node.GET_SCHEMA().node_id: node for node in NODES}
 
 BACKGROUND = 0.2
 GREY = np.full(3, BACKGROUND, np.float32)  # the background as float32 stores it
@@ -26,16 +41,19 @@ PERCENT = "% of frame height"
 
 def widget_defaults(node) -> dict:
     """Default value of every widget of ``node``."""
-    spec = node.INPUT_TYPES()
-    return {name: options["default"] for group in ("required", "optional")
-            for name, (_, options) in spec.get(group, {}).items() if "default" in options}
+    return {item.id: item.default for item in node.GET_SCHEMA().inputs if issubclass(item.Parent, WIDGET_TYPES)}
+
+
+def execute(node_id: str, hidden: dict | None = None, **inputs):
+    """Execute a node as ComfyUI does (a clone holding the hidden inputs) with its widget defaults, overridden
+    by ``inputs``; returns its NodeOutput."""
+    node = NODE_BY_ID[f"TrackOverlay{node_id}"]
+    return node.PREPARE_CLASS_CLONE(hidden).execute(**{**widget_defaults(node), **inputs})
 
 
 def run(node_id: str, **inputs):
     """Execute a node with its widget defaults, overridden by ``inputs``; returns its outputs."""
-    node = NODE_CLASS_MAPPINGS[f"TrackOverlay{node_id}"]
-    result = getattr(node(), node.FUNCTION)(**{**widget_defaults(node), **inputs})
-    return result["result"] if isinstance(result, dict) else result
+    return tuple(execute(node_id, **inputs).args)
 
 
 def frames(count=1, height=60, width=80, value=BACKGROUND):
@@ -176,9 +194,9 @@ def fake_comfy_folders(tmp_path, monkeypatch):
 
 def test_tracks_to_json_saves_under_the_output_folder(fake_comfy_folders):
     tracks = make_tracks([[[1.5, 2.5], [10, 20]]])
-    result = NODE_CLASS_MAPPINGS["TrackOverlayTracksToJSON"]().to_json(tracks, filename_prefix="tracks/shot")
-    (text,) = result["result"]
-    assert result["ui"]["tracks_json"] == [{"filename": "shot_00001_.json", "subfolder": "tracks", "type": "output"}]
+    result = execute("TracksToJSON", tracks=tracks, filename_prefix="tracks/shot")
+    (text,) = result.args
+    assert result.ui["tracks_json"] == [{"filename": "shot_00001_.json", "subfolder": "tracks", "type": "output"}]
     saved = fake_comfy_folders / "output" / "tracks" / "shot_00001_.json"
     assert saved.read_text(encoding="utf-8") == text
     assert json.loads(text)["path"] == [[[1.5, 2.5], [10, 20]]]
@@ -187,8 +205,8 @@ def test_tracks_to_json_saves_under_the_output_folder(fake_comfy_folders):
 def test_tracks_to_json_without_comfyui_only_returns_text(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setitem(sys.modules, "folder_paths", None)  # makes the import fail, as outside ComfyUI
-    result = NODE_CLASS_MAPPINGS["TrackOverlayTracksToJSON"]().to_json(make_tracks([[[1, 2]]]), "shot")
-    assert result["ui"]["tracks_json"] == [] and json.loads(result["result"][0])["tracks"] == 1
+    result = execute("TracksToJSON", tracks=make_tracks([[[1, 2]]]), filename_prefix="shot")
+    assert result.ui["tracks_json"] == [] and json.loads(result.args[0])["tracks"] == 1
     assert list(tmp_path.iterdir()) == []
 
 
@@ -198,11 +216,17 @@ def test_tracks_from_json_reads_files_from_the_input_folder_and_notices_edits(fa
     track_file.write_text(text, encoding="utf-8")
     (loaded,) = run("TracksFromJSON", json_or_path="shot.json")
     assert loaded["track_path"].tolist() == [[[4.0, 5.0]]]
-    node = NODE_CLASS_MAPPINGS["TrackOverlayTracksFromJSON"]
-    first = node.IS_CHANGED("shot.json")
+    fingerprint = NODE_BY_ID["TrackOverlayTracksFromJSON"].fingerprint_inputs
+    first = fingerprint(json_or_path="shot.json")
+    assert first and fingerprint(json_or_path="shot.json") == first  # unchanged file: ComfyUI may reuse
+    stat = track_file.stat()
+    (edited,) = run("TracksToJSON", tracks=make_tracks([[[6, 5]]]))  # same length, other content
+    track_file.write_text(edited, encoding="utf-8")
+    os.utime(track_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # even with the old time stamp
+    assert fingerprint(json_or_path="shot.json") not in ("", first)
     os.utime(track_file, (1_000_000, 1_000_000))
-    assert node.IS_CHANGED("shot.json") == 1_000_000 != first
-    assert node.IS_CHANGED(text) == ""
+    assert fingerprint(json_or_path="shot.json").startswith("1000000000000000:")
+    assert fingerprint(json_or_path=text) == "" and fingerprint(json_or_path="missing.json") == ""
 
 
 # ------------------------------------------------------------------ overlays
@@ -366,7 +390,7 @@ def test_render_repeats_one_overlay_over_a_batch():
 
 
 def test_render_mismatched_batches_name_both_counts():
-    with pytest.raises(ValueError, match="the image batch has 3 frames but the overlay frames have 2"):
+    with pytest.raises(ValueError, match="the image batch has 3 frames but the overlay has 2"):
         render(frames(3), moving_box_overlay(2))
 
 
@@ -426,6 +450,118 @@ def test_render_on_the_gpu_matches_the_cpu():
         assert float((on_gpu - on_cpu).abs().max()) <= 2 / 255
 
 
+# ------------------------------------- layer outputs: built only where they are read
+
+
+def render_in_graph(image, overlay, read_slots, node_id="7"):
+    """Render Overlay run as node ``node_id`` of a graph whose other nodes read ``read_slots`` of it."""
+    prompt = {node_id: {"class_type": "TrackOverlayRender", "inputs": {"image": ["1", 0], "overlay": ["2", 0]}}}
+    for index, slot in enumerate(read_slots):
+        prompt[f"r{index}"] = {"class_type": "PreviewAny", "inputs": {"source": [node_id, slot], "other": 3}}
+    prompt["x"] = {"class_type": "PreviewAny", "inputs": {"source": ["99", 1]}}  # another node's slot 1
+    hidden = {Hidden.unique_id: node_id, Hidden.dynprompt: FakeDynamicPrompt(prompt)}
+    return execute("Render", hidden=hidden, image=image, overlay=overlay, backend="cpu").args
+
+
+def peak_bytes(action) -> int:
+    """Peak bytes allocated while ``action()`` runs (NumPy reports its buffers to tracemalloc)."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def busy_scene():
+    image = torch.rand(6, 72, 96, 3, generator=torch.Generator().manual_seed(8))
+    tracks = make_tracks(np.array([[[20, 20], [70, 30], [45, 60]]] * 6) + np.arange(6)[:, None, None])
+    (links,) = run("LineLinks", tracks=tracks, color_mode="track", opacity=0.8)
+    (overlay,) = run("Merge", overlay_a=links, overlay_b=boxes_overlay(tracks, fill_opacity=0.3))
+    return image, overlay
+
+
+def test_render_builds_no_layer_when_only_the_image_is_read(busy_scene):
+    image, overlay = busy_scene
+    out, layer, alpha = render_in_graph(image, overlay, read_slots=[0])
+    assert torch.equal(out, render(image, overlay)[0])  # identical frames either way
+    for blocked in (layer, alpha):  # a later graph reading them from ComfyUI's cache stops with the fix
+        assert isinstance(blocked, ExecutionBlocker) and "Use Render Layer" in blocked.message
+
+
+@pytest.mark.parametrize("slot", [1, 2])
+def test_render_builds_the_layer_when_either_layer_output_is_read(busy_scene, slot):
+    image, overlay = busy_scene
+    reference = render(image, overlay)
+    result = render_in_graph(image, overlay, read_slots=[slot])
+    for built, expected in zip(result, reference):
+        assert torch.equal(built, expected)
+
+
+def test_render_without_the_layer_allocates_no_layer_arrays(busy_scene):
+    image = busy_scene[0].repeat(1, 4, 4, 1)  # [6, 288, 384, 3]: arrays big enough to dominate the peak
+    (overlay,) = run("Merge", overlay_a=busy_scene[1], overlay_b=busy_scene[1])
+    frame_bytes = image.numel() * 4
+    image_only = peak_bytes(lambda: render_in_graph(image, overlay, read_slots=[0]))
+    with_layer = peak_bytes(lambda: render_in_graph(image, overlay, read_slots=[0, 1]))
+    assert image_only < 1.3 * frame_bytes  # the composite only (plus small per-frame buffers)
+    assert with_layer - image_only > 1.2 * frame_bytes  # layer rgb (1x) + alpha (1/3x)
+
+
+def test_render_layer_equals_the_layer_outputs_and_builds_no_composite(busy_scene):
+    image, overlay = busy_scene
+    _, layer, alpha = render(image, overlay)
+    rendered_layer, rendered_alpha = run("RenderLayer", image=image, overlay=overlay, backend="cpu")
+    assert torch.equal(rendered_layer, layer) and torch.equal(rendered_alpha, alpha)
+    big = image.repeat(1, 4, 4, 1)
+    frame_bytes = big.numel() * 4
+    peak = peak_bytes(lambda: run("RenderLayer", image=big, overlay=overlay, backend="cpu"))
+    assert peak < 1.6 * frame_bytes  # layer (1x) + alpha (1/3x), no composited copy of the frames
+
+
+def test_render_layer_repeats_one_frame_or_one_overlay_and_names_mismatches():
+    layer, alpha = run("RenderLayer", image=frames(1), overlay=moving_box_overlay(3), backend="cpu")
+    assert layer.shape == (3, 60, 80, 3) and alpha.shape == (3, 60, 80)
+    assert [float(alpha[t, 30, 15 + 10 * t]) for t in range(3)] == [1.0, 1.0, 1.0]
+    layer, alpha = run("RenderLayer", image=frames(4), overlay=moving_box_overlay(1), backend="cpu")
+    assert alpha.shape[0] == 4 and torch.equal(alpha, alpha[:1].expand(4, -1, -1))
+    with pytest.raises(ValueError, match="the image batch has 3 frames but the overlay has 2"):
+        run("RenderLayer", image=frames(3), overlay=moving_box_overlay(2), backend="cpu")
+
+
+# ------------------------------------------------------------------ demo clip
+
+
+def test_demo_clip_outputs_frames_true_tracks_and_a_video_with_sound():
+    frames_out, tracks, video, audio = run("DemoClip", width=64, height=48, frame_count=5, fps=10.0, dots=3,
+                                           variant=4)
+    clip = DemoClip(64, 48, 5, fps=10.0, dots=3, seed=4)
+    assert frames_out.shape == (5, 48, 64, 3) and frames_out.dtype == torch.float32
+    np.testing.assert_array_equal((frames_out[2].numpy() * 255).round().astype(np.uint8), clip.frame(2))
+    np.testing.assert_array_equal(tracks["track_path"][3].numpy(), clip.positions(3))
+    assert bool(tracks["track_visibility"].all()) and tracks["track_path"].shape == (5, 3, 2)
+    components = video.get_components()
+    assert components.images is frames_out and components.frame_rate == 10
+    assert components.audio is audio and audio["sample_rate"] == 44_100
+    assert audio["waveform"].shape == (1, 2, 22_050)  # 5 frames at 10 fps: half a second, stereo
+    assert 0.1 < float(audio["waveform"].abs().max()) <= 1.0
+
+
+def test_demo_clip_frames_feed_detection_that_finds_the_dots():
+    frames_out, tracks, _, _ = run("DemoClip", width=160, height=96, frame_count=3, dots=4, variant=1)
+    (detected,) = run("DetectTracks", image=frames_out, method="bright", min_distance=6.0)
+    truth = tracks["track_path"][0].numpy()
+    found = detected["track_path"][0][detected["track_visibility"][0]].numpy()
+    nearest = np.min(np.linalg.norm(truth[:, None] - found[None], axis=-1), axis=1)
+    assert np.all(nearest < 1.5), nearest
+
+
+def test_demo_clip_rejects_sizes_the_engine_refuses():
+    with pytest.raises(ValueError, match="frame width must be 16..16384 pixels, got 8"):
+        run("DemoClip", width=8)
+
+
 def test_backend_info_reports_the_cpu_choice():
     (text,) = run("BackendInfo", backend="cpu")
     assert text.startswith("requested: cpu\nselected: cpu (requested)") and "faiss:" in text
@@ -445,7 +581,5 @@ def test_backend_info_reports_rather_than_fails_for_gpu():
     ("Boxes", (BoxStyle,)),
 ])
 def test_every_style_widget_reaches_the_engine(node_id, engine):
-    node = NODE_CLASS_MAPPINGS[f"TrackOverlay{node_id}"]
-    spec = node.INPUT_TYPES()
-    widgets = set(spec["required"]) - {"tracks", "units"}
+    widgets = set(widget_defaults(NODE_BY_ID[f"TrackOverlay{node_id}"])) - {"units"}
     assert widgets == {field.name for cls in engine for field in fields(cls)}

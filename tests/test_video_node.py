@@ -1,8 +1,9 @@
 """Overlay Video (VIDEO -> VIDEO, streaming) with a stand-in ComfyUI, and interrupt safety of render_video.
 
 ComfyUI is not importable here, so ``folder_paths``, ``comfy.utils.ProgressBar``
-and ``comfy_api.input_impl.VideoFromFile`` are small fakes, and the VIDEO
-inputs are duck-typed like ComfyUI's (``get_stream_source`` / ``save_to``).
+and ``comfy_api.latest`` (whose ``InputImpl.VideoFromFile`` the node returns)
+are small fakes, and the VIDEO inputs are duck-typed like ComfyUI's
+(``get_stream_source`` / ``save_to``).
 """
 
 import hashlib
@@ -17,9 +18,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fake_comfy import Interrupted, install_progress_bar  # noqa: E402
-from trackoverlay.nodes import NODE_CLASS_MAPPINGS  # noqa: E402
-from trackoverlay.nodes.video import _overlay_spec  # noqa: E402
+from fake_comfy import WIDGET_TYPES, Interrupted, VideoFromFile, install_comfy_api, install_progress_bar  # noqa: E402
+
+install_comfy_api()
+
+from trackoverlay.nodes.video import OverlayVideoNode, _overlay_spec  # noqa: E402
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle  # noqa: E402
 from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
 from trackoverlay.utils.raster.cpu import CpuRenderer  # noqa: E402
@@ -27,7 +30,8 @@ from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
 from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video  # noqa: E402
 from trackoverlay.utils.video.stream import DemoPoints, FrameSource, OverlaySpec, render_video  # noqa: E402
 
-NODE = NODE_CLASS_MAPPINGS["TrackOverlayVideo"]
+NODE = OverlayVideoNode
+WIDGETS = {item.id: item.default for item in NODE.GET_SCHEMA().inputs if issubclass(item.Parent, WIDGET_TYPES)}
 FRAMES, WIDTH, HEIGHT, FPS = 8, 96, 64, 12
 BOX_CENTER = (48.0, 32.0)
 
@@ -79,11 +83,7 @@ def comfy(tmp_path, monkeypatch):
 
     paths.get_save_image_path = get_save_image_path
     ProgressBar, calls = install_progress_bar(monkeypatch)
-    input_impl = types.ModuleType("comfy_api.input_impl")
-    input_impl.VideoFromFile = FileVideo
-    for name, module in {"folder_paths": paths, "comfy_api": types.ModuleType("comfy_api"),
-                         "comfy_api.input_impl": input_impl}.items():
-        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setitem(sys.modules, "folder_paths", paths)
     return temp, ProgressBar, calls
 
 
@@ -122,11 +122,8 @@ def files_under(folder) -> list:
 
 def run_node(video, **inputs):
     """Overlay Video with its widget defaults (CPU, bright-spot detection), overridden by ``inputs``."""
-    spec = NODE.INPUT_TYPES()
-    widgets = {name: options["default"] for group in spec.values() for name, (_, options) in group.items()
-               if "default" in options}
-    widgets.update(backend="cpu", detect_method="bright", detect_min_distance=6.0, crf=0)
-    (result,) = NODE().overlay(video=video, **{**widgets, **inputs})
+    widgets = {**WIDGETS, "backend": "cpu", "detect_method": "bright", "detect_min_distance": 6.0, "crf": 0}
+    (result,) = NODE.execute(video=video, **{**widgets, **inputs}).args
     return result
 
 
@@ -142,7 +139,7 @@ def test_streams_a_video_into_a_new_video_in_the_temp_folder(comfy, clip_file):
     temp, _, calls = comfy
     before = digest(clip_file)
     result = run_node(FileVideo(clip_file))
-    assert isinstance(result, FileVideo)
+    assert isinstance(result, VideoFromFile)  # the core VIDEO type, backed by the new file
     assert files_under(temp) == ["TrackOverlay/overlay_00001_.mp4"]
     assert result.path == str(temp / "TrackOverlay" / "overlay_00001_.mp4")
     info = probe_video(result.path)
@@ -184,8 +181,7 @@ def test_interrupt_mid_stream_leaves_no_file_and_closes_the_decoder(comfy, clip_
 
 
 def test_percent_units_scale_with_the_video_height():
-    widgets = {name: options["default"] for name, (_, options) in NODE.INPUT_TYPES()["required"].items()
-               if "default" in options and name.startswith(("link_", "line_", "box_"))}
+    widgets = {name: value for name, value in WIDGETS.items() if name.startswith(("link_", "line_", "box_"))}
     widgets.update(line_width=1.0, box_size=10.0, box_stroke_width=0.5, link_radius=20.0, link_k=2,
                    line_color="#FF0000", box_fill_color=" ")
     spec = _overlay_spec(widgets, 2.0, lines=True, boxes=False)
@@ -196,7 +192,7 @@ def test_percent_units_scale_with_the_video_height():
 
 
 def test_every_engine_parameter_has_a_prefixed_widget():
-    spec = NODE.INPUT_TYPES()["required"]
+    spec = WIDGETS
     for prefix, engine in (("link_", GraphParams), ("line_", LineStyle), ("box_", BoxStyle)):
         names = {name[len(prefix):] for name in spec if name.startswith(prefix)}
         assert names == set(engine.__dataclass_fields__), prefix

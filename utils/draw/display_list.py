@@ -15,11 +15,11 @@ pixel centres at +0.5. Every number must be finite and within
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 import numpy as np
 
 from ..core.arrays import require_bounded
+from ..core.checks import broadcast_length
 
 
 def _as_float32(name: str, values, shape_tail: tuple, count: int | None) -> np.ndarray:
@@ -157,8 +157,6 @@ class Boxes:
         return len(self.center)
 
 
-Layer = Union[Polylines, Boxes]
-
 
 @dataclass(frozen=True)
 class DisplayList:
@@ -196,11 +194,7 @@ def merge_sequences(*sequences: list) -> list:
     sequences = [list(seq) for seq in sequences if seq is not None]
     if not sequences:
         return []
-    lengths = {len(seq) for seq in sequences} - {1}
-    if len(lengths) > 1:
-        raise ValueError(f"cannot merge overlays of {sorted(lengths)} frames: "
-                         "give overlays of equal frame counts (or 1 frame to repeat)")
-    frames = lengths.pop() if lengths else 1
+    frames = broadcast_length(**{f"overlay {index + 1}": len(seq) for index, seq in enumerate(sequences)})
     merged = []
     for index in range(frames):
         combined = DisplayList()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from ..core.checks import Range, check_choice, check_range
 from .colors import parse_color
 from .curves import BEND_SIDES, CURVE_KINDS
 
@@ -13,21 +13,22 @@ LINE_PATTERNS = ("solid", "dashed", "dotted")
 BOX_SHAPES = ("rounded", "brackets")
 SIZE_MODES = ("fixed", "track")
 
-
-def _choice(field: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{field} {value!r} is not one of {', '.join(allowed)}")
-
-
-def _number(field: str, value, low: float, high: float = math.inf, low_open: bool = False) -> None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{field} must be a number, got {value!r}") from None
-    too_low = value <= low if low_open else value < low
-    if math.isnan(value) or too_low or value > high:
-        bracket = "(" if low_open else "["
-        raise ValueError(f"{field} must be in {bracket}{low}, {high}], got {value}")
+# Accepted ranges of the numeric style fields (pixels, or fractions); the node widgets read these too.
+LINE_RANGES = {
+    "width": Range(0.0, 10_000.0, low_open=True),
+    "opacity": Range(0.0, 1.0),
+    "dash_length": Range(0.0, 100_000.0, low_open=True),  # 0 passes unless the pattern is dashed
+    "gap_length": Range(0.0, 100_000.0, low_open=True),  # 0 passes for solid lines
+    "bend": Range(-2.0, 2.0),
+}
+BOX_RANGES = {
+    "size": Range(0.0, 100_000.0),
+    "stroke_width": Range(0.0, 10_000.0),
+    "opacity": Range(0.0, 1.0),
+    "fill_opacity": Range(0.0, 1.0),
+    "roundness": Range(0.0, 1.0),
+    "bracket_length": Range(0.0, 0.5),
+}
 
 
 @dataclass(frozen=True)
@@ -53,17 +54,18 @@ class LineStyle:
     bend_side: str = "alternate"
 
     def __post_init__(self):
-        _number("line width", self.width, 0.0, 10_000.0, low_open=True)
+        ranges = LINE_RANGES
+        check_range("line width", self.width, ranges["width"])
         parse_color(self.color, "line color")
         parse_color(self.color_end, "line color_end")
-        _choice("line color_mode", self.color_mode, COLOR_MODES)
-        _number("line opacity", self.opacity, 0.0, 1.0)
-        _choice("line pattern", self.pattern, LINE_PATTERNS)
-        _number("dash length", self.dash_length, 0.0, 100_000.0, low_open=self.pattern == "dashed")
-        _number("gap length", self.gap_length, 0.0, 100_000.0, low_open=self.pattern != "solid")
-        _choice("curve", self.curve, CURVE_KINDS)
-        _number("bend", self.bend, -2.0, 2.0)
-        _choice("bend side", self.bend_side, BEND_SIDES)
+        check_choice("line color_mode", self.color_mode, COLOR_MODES)
+        check_range("line opacity", self.opacity, ranges["opacity"])
+        check_choice("line pattern", self.pattern, LINE_PATTERNS)
+        check_range("dash length", self.dash_length, ranges["dash_length"]._replace(low_open=self.pattern == "dashed"))
+        check_range("gap length", self.gap_length, ranges["gap_length"]._replace(low_open=self.pattern != "solid"))
+        check_choice("curve", self.curve, CURVE_KINDS)
+        check_range("bend", self.bend, ranges["bend"])
+        check_choice("bend side", self.bend_side, BEND_SIDES)
 
 
 @dataclass(frozen=True)
@@ -87,15 +89,16 @@ class BoxStyle:
     bracket_length: float = 0.25
 
     def __post_init__(self):
-        _number("box size", self.size, 0.0, 100_000.0)
-        _choice("box size_mode", self.size_mode, SIZE_MODES)
-        _number("box stroke width", self.stroke_width, 0.0, 10_000.0)
+        ranges = BOX_RANGES
+        check_range("box size", self.size, ranges["size"])
+        check_choice("box size_mode", self.size_mode, SIZE_MODES)
+        check_range("box stroke width", self.stroke_width, ranges["stroke_width"])
         parse_color(self.color, "box color")
         if self.fill_color is not None:
             parse_color(self.fill_color, "box fill_color")
-        _choice("box color_mode", self.color_mode, COLOR_MODES)
-        _number("box opacity", self.opacity, 0.0, 1.0)
-        _number("box fill opacity", self.fill_opacity, 0.0, 1.0)
-        _number("box roundness", self.roundness, 0.0, 1.0)
-        _choice("box shape", self.shape, BOX_SHAPES)
-        _number("box bracket length", self.bracket_length, 0.0, 0.5)
+        check_choice("box color_mode", self.color_mode, COLOR_MODES)
+        check_range("box opacity", self.opacity, ranges["opacity"])
+        check_range("box fill opacity", self.fill_opacity, ranges["fill_opacity"])
+        check_range("box roundness", self.roundness, ranges["roundness"])
+        check_choice("box shape", self.shape, BOX_SHAPES)
+        check_range("box bracket length", self.bracket_length, ranges["bracket_length"])

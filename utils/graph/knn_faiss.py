@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.arrays import array_module, to_numpy
 from ..core.log import LOGGER
-from .neighbours import knn_cpu
+from .neighbours import knn_cpu, neighbour_count
 
 _EXTRA = 4  # candidates beyond k, so exact re-ranking can settle near-ties
 
@@ -49,7 +49,7 @@ def _knn_faiss(points, k: int):
     xp = array_module(points)
     pts = to_numpy(points).astype(np.float32)
     n = len(pts)
-    k = min(int(k), n - 1)
+    k = neighbour_count(k, n)
     if k < 1:
         return xp.zeros((n, 0), xp.int64), xp.zeros((n, 0), xp.float32)
     centre = pts.mean(axis=0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.cuda import cuda_kernel
+from .neighbours import neighbour_count
 
 _KNN_WIDTHS = (4, 8, 16, 32)
 
@@ -49,7 +50,7 @@ def knn_gpu(points, k: int, valid=None):
 
     points = cupy.ascontiguousarray(points, dtype=cupy.float32)
     n = int(points.shape[0])
-    k = min(int(k), n - 1)
+    k = neighbour_count(k, n)
     if k > _KNN_WIDTHS[-1]:
         raise ValueError(f"knn_gpu supports k <= {_KNN_WIDTHS[-1]}, got {k}")
     index = cupy.empty((n, max(k, 0)), cupy.int64)

@@ -16,29 +16,25 @@ tie (equal distances) is broken by index, so results are deterministic.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.arrays import array_module, to_numpy
+from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
 
 MODES = ("knn", "radius")
-
-
-def _check_number(name: str, value, low: float, high: float = math.inf,
-                  low_open: bool = False, high_open: bool = True, integer: bool = False) -> None:
-    kind = "an integer" if integer else "a number"
-    left, right = ("(" if low_open else "["), (")" if high_open else "]")
-    allowed = f"GraphParams.{name} must be {kind} in {left}{low}, {high}{right}"
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer) if integer else (int, float, np.number)):
-        raise ValueError(f"{allowed}, got {value!r}")
-    too_low = value <= low if low_open else value < low
-    too_high = value >= high if high_open else value > high
-    if math.isnan(value) or too_low or too_high:
-        raise ValueError(f"{allowed}, got {value!r}")
+# Accepted ranges of the numeric GraphParams fields (pixels, counts); the node widgets read these too.
+GRAPH_RANGES = {
+    "k": Range(1, high_open=True),
+    "radius": Range(0.0, low_open=True, high_open=True),
+    "max_length": Range(0.0, high_open=True),
+    "delta_y_cap": Range(0.0, high_open=True),
+    "degree_cap": Range(0, high_open=True),
+    "hysteresis": Range(0.0, 1.0, high_open=True),
+}
 
 
 @dataclass(frozen=True)
@@ -66,14 +62,9 @@ class GraphParams:
     hysteresis: float = 0.0
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"GraphParams.mode must be one of {MODES}, got {self.mode!r}")
-        _check_number("k", self.k, 1, integer=True)
-        _check_number("radius", self.radius, 0.0, low_open=True)
-        _check_number("max_length", self.max_length, 0.0)
-        _check_number("delta_y_cap", self.delta_y_cap, 0.0)
-        _check_number("degree_cap", self.degree_cap, 0, integer=True)
-        _check_number("hysteresis", self.hysteresis, 0.0, 1.0)
+        check_choice("GraphParams.mode", self.mode, MODES)
+        for name, accepted in GRAPH_RANGES.items():
+            check_range(f"GraphParams.{name}", getattr(self, name), accepted, integer=name in ("k", "degree_cap"))
 
 
 # ----------------------------------------------------------------- xp helpers
@@ -159,6 +150,11 @@ def _ball_candidates(tree, pts, rows, reach):
     return np.repeat(rows, sizes), cols
 
 
+def neighbour_count(k: int, points: int) -> int:
+    """``k' = min(k, N - 1)``: how many neighbours each of ``points`` points can have (0 when N < 2)."""
+    return max(min(int(k), points - 1), 0)
+
+
 def knn_cpu(points, k: int):
     """k nearest neighbours of every point, excluding itself (``scipy`` cKDTree).
 
@@ -176,7 +172,7 @@ def knn_cpu(points, k: int):
     xp = array_module(points)
     pts = to_numpy(points).astype(np.float64)
     n = len(pts)
-    k = min(int(k), n - 1)
+    k = neighbour_count(k, n)
     if k < 1:
         return xp.zeros((n, 0), dtype=xp.int64), xp.zeros((n, 0), dtype=xp.float32)
     tree = cKDTree(pts)

@@ -11,18 +11,17 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..core.checks import broadcast_length
 from ..draw.display_list import DisplayList
 from .layer import layer_to_rgba
 
 
-def broadcast_count(frames: int, overlays: int, what: str = "overlay frames") -> int:
-    """The output length for ``frames`` images against ``overlays`` entries (1 repeats)."""
-    if frames == overlays or overlays == 1:
-        return frames
-    if frames == 1:
-        return overlays
-    raise ValueError(f"the image batch has {frames} frames but the {what} have {overlays}: "
-                     "give equal counts, or 1 of either to repeat it")
+def _check_overlays(overlays: list) -> None:
+    if not overlays:
+        raise ValueError("no overlay given: connect an overlay with at least one frame")
+    for entry in overlays:
+        if not isinstance(entry, DisplayList):
+            raise TypeError(f"overlay entries must be DisplayList, got {type(entry).__name__}")
 
 
 @dataclass
@@ -44,12 +43,8 @@ def render_batch(frames: np.ndarray, overlays: list, renderer, with_layer: bool 
     """
     if frames.ndim != 4 or frames.shape[-1] != 3:
         raise ValueError(f"frames must have shape [B, H, W, 3], got {list(frames.shape)}")
-    if not overlays:
-        raise ValueError("no overlay given: connect an overlay with at least one frame")
-    for entry in overlays:
-        if not isinstance(entry, DisplayList):
-            raise TypeError(f"overlay entries must be DisplayList, got {type(entry).__name__}")
-    count = broadcast_count(len(frames), len(overlays))
+    _check_overlays(overlays)
+    count = broadcast_length(**{"the image batch": len(frames), "the overlay": len(overlays)})
     height, width = frames.shape[1:3]
     out = np.empty((count,) + frames.shape[1:], frames.dtype)
     layer_rgb = np.zeros((count, height, width, 3), np.float32) if with_layer else None
@@ -66,3 +61,23 @@ def render_batch(frames: np.ndarray, overlays: list, renderer, with_layer: bool 
         if progress is not None:
             progress(index + 1, count)
     return RenderedBatch(out, layer_rgb, layer_alpha)
+
+
+def render_layers(overlays: list, count: int, height: int, width: int, renderer,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The overlay alone, without frames: straight RGB float32 [B, H, W, 3] and alpha float32 [B, H, W].
+
+    ``count`` is the number of frames it will go over (``overlays`` of one
+    entry repeat; otherwise the counts must match or ``count`` be 1). The
+    pixels equal the ``layer_rgb``/``layer_alpha`` of :func:`render_batch`.
+    """
+    _check_overlays(overlays)
+    count = broadcast_length(**{"the image batch": count, "the overlay": len(overlays)})
+    rgb = np.zeros((count, height, width, 3), np.float32)
+    alpha = np.zeros((count, height, width), np.float32)
+    for index in range(count):
+        layer = renderer.rasterize(overlays[index if len(overlays) > 1 else 0], height, width)
+        layer_to_rgba(layer, rgb[index], alpha[index])
+        if progress is not None:
+            progress(index + 1, count)
+    return rgb, alpha

@@ -1,7 +1,7 @@
 """What every renderer shares: host frames composited band by band on a thread pool.
 
-Subclasses provide ``rasterize`` (display list -> sparse layer) and may
-override ``render`` with a faster fused path.
+Subclasses provide ``rasterize`` (display list -> sparse layer) and ``render``
+(display list over a frame, each backend's fastest way).
 """
 
 from __future__ import annotations
@@ -28,11 +28,6 @@ class Renderer:
     def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
         """The premultiplied overlay layer of ``display_list`` as a sparse layer."""
         raise NotImplementedError
-
-    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
-        """``display_list`` composited over ``frame`` into a new frame (or ``out``)."""
-        check_frame(frame)
-        return self.composite(frame, self.rasterize(display_list, *frame.shape[:2]), out)
 
     def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray | None = None) -> np.ndarray:
         """A rasterised ``layer`` over a host ``frame`` into a new frame (or ``out``)."""

@@ -15,11 +15,23 @@ from typing import Iterator
 import cv2
 import numpy as np
 
+from ..core.checks import Range
+from .contract import Tracks
+
 CANVAS_RGB = (14, 16, 22)  # the blank canvas: a dark blue-grey
 _GLOW_TINTS = np.array([[0.55, 0.90, 1.00], [1.00, 0.80, 0.55], [0.80, 1.00, 0.85], [1.00, 1.00, 1.00]],
                        np.float32)
 _PAN_REACH = 24.0  # background drift in pixels at 720p (a slow loop, so memory is clip-independent)
 _PAN_PERIOD = 9.0  # seconds per drift loop
+# Accepted ranges of the clip's numeric fields; the node widgets read these too.
+DEMO_RANGES = {
+    "width": Range(16, 16384),
+    "height": Range(16, 16384),
+    "frame_count": Range(1),
+    "fps": Range(0.0, low_open=True),
+    "dots": Range(0),
+    "seed": Range(0),
+}
 
 
 @dataclass(frozen=True)
@@ -44,14 +56,17 @@ class DemoClip:
 
     def __post_init__(self):
         for name in ("width", "height"):
-            if not 16 <= getattr(self, name) <= 16384:
-                raise ValueError(f"frame {name} must be 16..16384 pixels, got {getattr(self, name)}")
-        if self.frame_count < 1:
-            raise ValueError(f"frame count must be >= 1, got {self.frame_count}")
-        if not self.fps > 0:
-            raise ValueError(f"fps must be > 0, got {self.fps}")
-        if self.dots < 0:
-            raise ValueError(f"dot count must be >= 0, got {self.dots}")
+            low, high = DEMO_RANGES[name][:2]
+            if not low <= getattr(self, name) <= high:
+                raise ValueError(f"frame {name} must be {low}..{high} pixels, got {getattr(self, name)}")
+        if self.frame_count < DEMO_RANGES["frame_count"].low:
+            raise ValueError(f"frame count must be >= {DEMO_RANGES['frame_count'].low}, got {self.frame_count}")
+        if not self.fps > DEMO_RANGES["fps"].low:
+            raise ValueError(f"fps must be > {DEMO_RANGES['fps'].low:g}, got {self.fps}")
+        if self.dots < DEMO_RANGES["dots"].low:
+            raise ValueError(f"dot count must be >= {DEMO_RANGES['dots'].low}, got {self.dots}")
+        if self.seed < DEMO_RANGES["seed"].low:
+            raise ValueError(f"seed must be >= {DEMO_RANGES['seed'].low}, got {self.seed}")
 
     @property
     def scale(self) -> float:
@@ -136,3 +151,17 @@ class DemoClip:
     def canvas_frames(self) -> Iterator[np.ndarray]:
         """Plain dark frames of the clip's size and length (a fresh array each)."""
         return (np.full((self.height, self.width, 3), CANVAS_RGB, np.uint8) for _ in range(self.frame_count))
+
+    def tracks(self) -> Tracks:
+        """The dots' true positions as tracks: one column per dot, visible in every frame."""
+        path = np.stack([self.positions(index) for index in range(self.frame_count)])
+        return Tracks(path, np.ones(path.shape[:2], bool), name="demo tracks")
+
+    def audio(self, sample_rate: int = 44_100) -> np.ndarray:
+        """Float32 [2, S] stereo sound as long as the clip: a soft 220 Hz hum and an 880 Hz blip each second."""
+        if not isinstance(sample_rate, int) or sample_rate < 1:
+            raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
+        seconds = np.arange(round(self.frame_count / self.fps * sample_rate)) / sample_rate
+        hum = 0.08 * np.sin(2.0 * np.pi * 220.0 * seconds)
+        blip = 0.25 * np.sin(2.0 * np.pi * 880.0 * seconds) * np.exp(-30.0 * (seconds % 1.0))
+        return np.stack([hum + blip, hum + 0.6 * blip]).astype(np.float32)

@@ -16,9 +16,18 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.arrays import to_numpy
+from ..core.checks import Range, check_choice, check_range
 from .contract import Tracks, fill_hidden
 
 METHODS = ("corners", "blobs", "bright")
+# Accepted ranges of the numeric detection parameters; the node widgets read these too.
+DETECT_RANGES = {
+    "max_points": Range(1),
+    "min_distance": Range(0.0),
+    "sensitivity": Range(0.0, 1.0),
+    "redetect_interval": Range(1),
+    "point_size": Range(0.0),
+}
 
 _LK_PARAMS = dict(winSize=(21, 21), maxLevel=3,
                   criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
@@ -128,18 +137,13 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray):
 
 
 def _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks) -> None:
-    if method not in _DETECTORS:
-        raise ValueError(f"method {method!r} is not known; use one of {', '.join(METHODS)}")
-    if max_points < 1:
-        raise ValueError(f"max_points must be >= 1, got {max_points}")
-    if not min_distance >= 0:
-        raise ValueError(f"min_distance must be >= 0 pixels, got {min_distance}")
-    if not 0.0 <= sensitivity <= 1.0:
-        raise ValueError(f"sensitivity must lie in 0..1, got {sensitivity}")
-    if redetect_interval < 1:
-        raise ValueError(f"redetect_interval must be >= 1 frame, got {redetect_interval}")
-    if max_tracks is not None and max_tracks < max_points:
-        raise ValueError(f"max_tracks ({max_tracks}) must be >= max_points ({max_points})")
+    check_choice("method", method, METHODS)
+    check_range("max_points", max_points, DETECT_RANGES["max_points"], integer=True)
+    check_range("min_distance (pixels)", min_distance, DETECT_RANGES["min_distance"])
+    check_range("sensitivity", sensitivity, DETECT_RANGES["sensitivity"])
+    check_range("redetect_interval (frames)", redetect_interval, DETECT_RANGES["redetect_interval"], integer=True)
+    if max_tracks is not None:
+        check_range("max_tracks (at least max_points)", max_tracks, Range(max_points), integer=True)
 
 
 class TrackDetector:
@@ -242,8 +246,8 @@ def detect_tracks(frames, max_points: int = 100, min_distance: float = 20.0, sen
     Frame by frame, this is :class:`TrackDetector`.
     """
     max_tracks = 4 * max_points if max_tracks is None else max_tracks
-    if not point_size >= 0:
-        raise ValueError(f"point_size must be >= 0 pixels, got {point_size}")
+    if not point_size >= DETECT_RANGES["point_size"].low:
+        raise ValueError(f"point_size must be >= {DETECT_RANGES['point_size'].low:g} pixels, got {point_size}")
     detector = TrackDetector(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks)
     frames = _check_frames(frames)
     path = np.zeros((len(frames), max_tracks, 2), np.float32)

@@ -6,8 +6,16 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from ..core.checks import Range
 from ..core.log import LOGGER
 from .contract import Tracks, fill_hidden, host_array
+
+# Accepted ranges of the numeric parameters of :func:`tracks_from_mask`; the node widgets read these too.
+MASK_RANGES = {
+    "threshold": Range(0.0, 1.0),
+    "min_area": Range(1),
+    "max_distance": Range(0.0, low_open=True),
+}
 
 
 def _mask_batch(masks, threshold: float) -> np.ndarray:
@@ -36,10 +44,14 @@ def tracks_from_mask(masks, threshold: float = 0.5, min_area: int = 4,
     Float masks compare with ``threshold``; uint8 masks are read as 0..255.
     Invisible slots hold the track's nearest known position and size (:func:`fill_hidden`).
     """
-    if min_area < 1:
-        raise ValueError(f"min_area must be >= 1 pixel, got {min_area}")
-    if not max_distance > 0:
-        raise ValueError(f"max_distance must be > 0 pixels, got {max_distance}")
+    limits = MASK_RANGES
+    if not limits["threshold"].low <= threshold <= limits["threshold"].high:
+        raise ValueError(f"threshold must lie in {limits['threshold'].low:g}..{limits['threshold'].high:g} "
+                         f"(uint8 masks are read as 0..1), got {threshold}")
+    if min_area < limits["min_area"].low:
+        raise ValueError(f"min_area must be >= {limits['min_area'].low} pixel, got {min_area}")
+    if not max_distance > limits["max_distance"].low:
+        raise ValueError(f"max_distance must be > {limits['max_distance'].low:g} pixels, got {max_distance}")
     if max_tracks < 1:
         raise ValueError(f"max_tracks must be >= 1, got {max_tracks}")
     binary = _mask_batch(masks, threshold)

@@ -20,6 +20,7 @@ import av
 import cv2
 import numpy as np
 
+from ..core.checks import Range
 from ..core.log import LOGGER
 from . import paths
 from .formats import OutputFormat, choose_format
@@ -29,6 +30,7 @@ _VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-
 MAX_FPS = 1000
 MAX_SIDE = 16384  # pixels: the largest frame side read or written (larger is refused, not attempted)
 _SCAN_KEYFRAMES = 2  # keyframes past the wanted frame scanned before its timestamp is trusted (open GOPs)
+CRF_RANGE = Range(0, 51)  # x264 quality: lower is better
 
 
 @dataclass(frozen=True)
@@ -391,8 +393,9 @@ class VideoWriter(_Writer):
     def __init__(self, path, fps=30, crf: int = 18, preset: str = "medium", *, layer_only: bool = False,
                  codec: str = "h264", inputs=(), audio=None, time_base: Fraction | None = None):
         self._rate = _check_rate(fps)
-        if isinstance(crf, bool) or not isinstance(crf, (int, np.integer)) or not 0 <= crf <= 51:
-            raise ValueError(f"crf must be a whole number in 0..51 (lower is better quality), got {crf!r}")
+        low, high = int(CRF_RANGE.low), int(CRF_RANGE.high)
+        if isinstance(crf, bool) or not isinstance(crf, (int, np.integer)) or not low <= crf <= high:
+            raise ValueError(f"crf must be a whole number in {low}..{high} (lower is better quality), got {crf!r}")
         if preset not in X264_PRESETS:
             raise ValueError(f"preset {preset!r} is not an x264 preset; use one of {', '.join(X264_PRESETS)}")
         super().__init__(path, inputs, "video")

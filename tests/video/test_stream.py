@@ -1,4 +1,4 @@
-"""Streaming pipeline: laziness, parity with the batch path, sources, sizes, errors; the demo clip."""
+"""Streaming pipeline: laziness, parity with the batch path, sources, sizes, errors."""
 
 import weakref
 
@@ -9,12 +9,11 @@ from trackoverlay.utils.draw.overlays import box_overlay, link_overlay
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
 from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.batch import render_batch
-from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.tracks.contract import Tracks
-from trackoverlay.utils.tracks.demo import CANVAS_RGB, DemoClip
+from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks
 from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json
-from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video
+from trackoverlay.utils.video.io import iter_video_frames, probe_video
 from trackoverlay.utils.video.stream import (
     DemoPoints,
     DetectedPoints,
@@ -30,24 +29,6 @@ from trackoverlay.utils.video.stream import (
 
 SPEC = OverlaySpec(GraphParams(k=2, hysteresis=0.3), LineStyle(width=1.5, curve="straight"),
                    BoxStyle(size=10, stroke_width=1.0, fill_opacity=0.25))
-
-
-@pytest.fixture(scope="module")
-def renderer():
-    cpu = CpuRenderer(workers=1)
-    yield cpu
-    cpu.close()
-
-
-@pytest.fixture(scope="module")
-def small_clip():
-    return DemoClip(width=160, height=96, frame_count=8, fps=12, dots=6, seed=3)
-
-
-def write_video(path, frames, fps=12):
-    with VideoWriter(path, fps=fps, crf=10) as writer:
-        for frame in frames:
-            writer.write(frame)
 
 
 class CountingFrames:
@@ -67,9 +48,9 @@ class CountingFrames:
         return sum(ref() is not None for ref in self.given)
 
 
-def test_frames_are_pulled_lazily_and_released(small_clip, renderer, tmp_path):
-    frames = CountingFrames(small_clip.frame(0))
-    results = overlay_frames(iter(frames), DemoPoints(small_clip), SPEC, renderer)
+def test_frames_are_pulled_lazily_and_released(demo_clip, cpu_renderer, tmp_path):
+    frames = CountingFrames(demo_clip.frame(0))
+    results = overlay_frames(iter(frames), DemoPoints(demo_clip), SPEC, cpu_renderer)
     assert len(frames.given) == 0
     next(results)
     assert len(frames.given) == 1
@@ -77,27 +58,27 @@ def test_frames_are_pulled_lazily_and_released(small_clip, renderer, tmp_path):
     assert len(frames.given) == 2
 
     alive = []
-    endless = CountingFrames(small_clip.frame(0))  # never ends: only max_frames stops it
-    source = FrameSource(iter(endless), 160, 96, 12, 0, small_clip)
-    count = render_video(source, DemoPoints(small_clip), SPEC, renderer, tmp_path / "out.mp4", max_frames=6,
+    endless = CountingFrames(demo_clip.frame(0))  # never ends: only max_frames stops it
+    source = FrameSource(iter(endless), 160, 96, 12, 0, demo_clip)
+    count = render_video(source, DemoPoints(demo_clip), SPEC, cpu_renderer, tmp_path / "out.mp4", max_frames=6,
                          progress=lambda done: alive.append(endless.alive()))
     assert count == 6 and len(endless.given) <= 6 + 2 * QUEUE_DEPTH  # pulled ahead by the decode queue at most
     assert max(alive) <= 2 * QUEUE_DEPTH + 3  # earlier input frames are gone: memory does not grow
 
 
-def test_stream_matches_batch_pipeline(small_clip, renderer):
+def test_stream_matches_batch_pipeline(demo_clip, cpu_renderer):
     """Frame-by-frame graph with hysteresis draws exactly what the batch path draws."""
-    path = np.stack([small_clip.positions(t) for t in range(small_clip.frame_count)])
+    path = np.stack([demo_clip.positions(t) for t in range(demo_clip.frame_count)])
     visible = np.ones(path.shape[:2], bool)
     visible[2:5, 1] = False  # a track hides for a while
     path[3, 4] = np.nan  # a lost tracker's NaN
     tracks = Tracks(path, visible)
-    frames = np.stack(list(small_clip.frames()))
+    frames = np.stack(list(demo_clip.frames()))
     before = frames.copy()
-    streamed = np.stack(list(overlay_frames(iter(frames), TrackPoints(tracks), SPEC, renderer)))
+    streamed = np.stack(list(overlay_frames(iter(frames), TrackPoints(tracks), SPEC, cpu_renderer)))
     overlays = merge_sequences(link_overlay(tracks.path, tracks.visibility, SPEC.graph, SPEC.lines),
                                box_overlay(tracks.path, tracks.visibility, SPEC.boxes))
-    batch = render_batch(frames, overlays, renderer).frames
+    batch = render_batch(frames, overlays, cpu_renderer).frames
     np.testing.assert_array_equal(streamed, batch)
     np.testing.assert_array_equal(frames, before)
     assert not np.array_equal(streamed, frames)
@@ -118,7 +99,7 @@ def test_hysteresis_carries_edges_between_frames():
     assert fresh.edges.tolist() == [[0, 1], [2, 4], [3, 4]]
 
 
-def test_boxes_follow_tracks_json(tmp_path, renderer):
+def test_boxes_follow_tracks_json(tmp_path, cpu_renderer):
     """Tracks from a JSON file land where the file says, frame by frame, with their own sizes."""
     centers = np.array([[[20.0, 30.0], [60.0, 30.0]], [[24.0, 34.0], [60.0, 50.0]]], np.float32)
     size = np.full((2, 2, 2), 12.0, np.float32)
@@ -127,7 +108,7 @@ def test_boxes_follow_tracks_json(tmp_path, renderer):
     spec = OverlaySpec(GraphParams(k=1), None, BoxStyle(size_mode="track", stroke_width=2.0, fill_opacity=0.0,
                                                         roundness=0.0, color="#FF0000"))
     black = np.zeros((2, 64, 96, 3), np.uint8)
-    out = list(overlay_frames(iter(black), points, spec, renderer))
+    out = list(overlay_frames(iter(black), points, spec, cpu_renderer))
     for t, frame in enumerate(out):
         for x, y in centers[t]:
             left_edge = frame[int(y), int(x - 6)]  # the stroke is centred on the box outline
@@ -136,27 +117,26 @@ def test_boxes_follow_tracks_json(tmp_path, renderer):
         assert frame[5, 90].sum() == 0
 
 
-def test_track_frame_count_must_match(tmp_path, renderer):
+def test_track_frame_count_must_match(tmp_path, cpu_renderer):
     tracks = Tracks(np.zeros((3, 1, 2), np.float32) + 8, np.ones((3, 1), bool))
     clip = DemoClip(width=32, height=32, frame_count=5, dots=0)
     output = tmp_path / "out.mp4"
     with pytest.raises(ValueError, match="tracks in t.json have 3 frames but the video has more"):
-        render_video(FrameSource.from_demo(clip), TrackPoints(tracks, "tracks in t.json"), SPEC, renderer, output)
+        render_video(FrameSource.from_demo(clip), TrackPoints(tracks, "tracks in t.json"), SPEC, cpu_renderer, output)
     short = DemoClip(width=32, height=32, frame_count=2, dots=0)
     with pytest.raises(ValueError, match="have 3 frames but the video has only 2"):
-        render_video(FrameSource.from_demo(short), TrackPoints(tracks), SPEC, renderer, output)
+        render_video(FrameSource.from_demo(short), TrackPoints(tracks), SPEC, cpu_renderer, output)
     assert list(tmp_path.iterdir()) == []  # atomic: nothing written on error
-    limited = render_video(FrameSource.from_demo(clip), TrackPoints(tracks), SPEC, renderer, output, max_frames=3)
+    limited = render_video(FrameSource.from_demo(clip), TrackPoints(tracks), SPEC, cpu_renderer, output, max_frames=3)
     assert limited == 3
     one = Tracks(np.full((1, 1, 2), 8.0, np.float32), np.ones((1, 1), bool))  # one track frame repeats
-    assert render_video(FrameSource.from_demo(clip), TrackPoints(one), SPEC, renderer, output) == 5
+    assert render_video(FrameSource.from_demo(clip), TrackPoints(one), SPEC, cpu_renderer, output) == 5
 
 
-def test_video_in_video_out_keeps_size_rate_and_count(small_clip, renderer, tmp_path):
-    source_path, output = tmp_path / "in.mp4", tmp_path / "out.mp4"
-    write_video(source_path, small_clip.frames(), fps=12)
+def test_video_in_video_out_keeps_size_rate_and_count(demo_clip_file, cpu_renderer, tmp_path):
+    source_path, output = demo_clip_file, tmp_path / "out.mp4"
     detector = TrackDetector(method="bright", min_distance=8)
-    count = render_video(FrameSource.from_video(source_path), DetectedPoints(detector), SPEC, renderer, output,
+    count = render_video(FrameSource.from_video(source_path), DetectedPoints(detector), SPEC, cpu_renderer, output,
                          png_dir=tmp_path / "png")
     info = probe_video(output)
     assert (count, info.frame_count, info.width, info.height, info.fps) == (8, 8, 160, 96, 12)
@@ -167,18 +147,18 @@ def test_video_in_video_out_keeps_size_rate_and_count(small_clip, renderer, tmp_
     assert np.abs(first_out.astype(int) - first_in.astype(int)).max() > 100  # the overlay is there
 
 
-def test_png_dir_that_is_a_file(small_clip, renderer, tmp_path):
+def test_png_dir_that_is_a_file(demo_clip, cpu_renderer, tmp_path):
     (tmp_path / "taken").write_text("x")
     with pytest.raises(ValueError, match=r"cannot write PNG folder .*taken/: it ends with '/' \(a PNG sequence folder\) but is a file"):
-        render_video(FrameSource.from_demo(small_clip), DemoPoints(small_clip), SPEC, renderer,
+        render_video(FrameSource.from_demo(demo_clip), DemoPoints(demo_clip), SPEC, cpu_renderer,
                      tmp_path / "o.mp4", png_dir=tmp_path / "taken")
 
 
-def test_streaming_detector_matches_batch_and_keeps_ids(small_clip):
-    frames = np.stack(list(small_clip.frames()))
+def test_streaming_detector_matches_batch_and_keeps_ids(demo_clip):
+    frames = np.stack(list(demo_clip.frames()))
     batch = detect_tracks(frames, method="bright", min_distance=8)
     detector = TrackDetector(method="bright", min_distance=8)
-    truth = np.stack([small_clip.positions(t) for t in range(small_clip.frame_count)])
+    truth = np.stack([demo_clip.positions(t) for t in range(demo_clip.frame_count)])
     for t, frame in enumerate(frames):
         positions, visible = detector.update(frame)
         assert positions.shape == (len(visible), 2) and len(visible) <= batch.track_count
@@ -204,30 +184,3 @@ def test_frame_points_shapes():
         FramePoints(np.zeros((2, 2)), np.ones(3, bool))
     with pytest.raises(ValueError, match=r"sizes must have shape \[1, 2\]"):
         FramePoints(np.zeros((1, 2)), np.ones(1, bool), np.zeros((1, 3)))
-
-
-def test_demo_clip_is_deterministic_and_dots_glow_where_they_are(small_clip):
-    again = DemoClip(width=160, height=96, frame_count=8, fps=12, dots=6, seed=3)
-    np.testing.assert_array_equal(small_clip.frame(5), again.frame(5))
-    assert not np.array_equal(small_clip.frame(5), DemoClip(160, 96, 8, 12, 6, seed=4).frame(5))
-    for t in (0, 7):
-        frame, positions = small_clip.frame(t), small_clip.positions(t)
-        assert frame.shape == (96, 160, 3) and frame.dtype == np.uint8
-        assert ((positions > 0) & (positions < [160, 96])).all()
-        for x, y in positions:
-            assert frame[int(y), int(x)].min() > 200  # a bright core at every true position
-    assert np.median(small_clip.frame(0)) < 40  # a dark background
-    canvas = next(small_clip.canvas_frames())
-    assert canvas.shape == (96, 160, 3) and (canvas == CANVAS_RGB).all()
-
-
-@pytest.mark.parametrize("kwargs, words", [
-    ({"width": 8}, "frame width must be 16..16384"),
-    ({"height": 20000}, "frame height must be 16..16384"),
-    ({"frame_count": 0}, "frame count must be >= 1"),
-    ({"fps": 0}, "fps must be > 0"),
-    ({"dots": -1}, "dot count must be >= 0"),
-])
-def test_demo_clip_rejects_bad_settings(kwargs, words):
-    with pytest.raises(ValueError, match=words):
-        DemoClip(**kwargs)

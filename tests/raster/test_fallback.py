@@ -1,4 +1,4 @@
-"""GPU faults: the run completes on the CPU with one warning, never a wrong frame."""
+"""Backend choice and GPU faults: the run completes on the CPU with one warning, never a wrong frame."""
 
 import logging
 
@@ -15,9 +15,10 @@ class OutOfMemoryError(Exception):
 
 
 class FailingGpu:
-    """A GPU renderer whose calls raise ``errors`` in turn, then render on the CPU."""
+    """A GPU renderer whose calls raise ``errors`` in turn, then draw with ``cpu``."""
 
-    def __init__(self, *errors):
+    def __init__(self, cpu, *errors):
+        self.cpu = cpu
         self.errors = list(errors)
         self.calls = 0
         self.closed = False
@@ -26,7 +27,7 @@ class FailingGpu:
         self.calls += 1
         if self.errors:
             raise self.errors.pop(0)
-        return CpuRenderer().render(frame, display_list, out=out)
+        return self.cpu.render(frame, display_list, out=out)
 
     def close(self):
         self.closed = True
@@ -34,18 +35,17 @@ class FailingGpu:
 
 @pytest.fixture
 def scene():
-    name = sorted(SCENES)[0]
-    return SCENES[name]()
+    return SCENES["seed_scene"]()
 
 
-def test_kernel_failure_falls_back_to_cpu_with_one_warning(scene, caplog):
+def test_kernel_failure_falls_back_to_cpu_with_one_warning(cpu_renderer, scene, caplog):
     frame, display_list = scene
-    gpu = FailingGpu(RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"))
+    gpu = FailingGpu(cpu_renderer, RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"))
     renderer = FallbackRenderer(gpu, CpuRenderer)
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
         first = renderer.render(frame, display_list)
         second = renderer.render(frame, display_list)
-    want = CpuRenderer().render(frame, display_list)
+    want = cpu_renderer.render(frame, display_list)
     np.testing.assert_array_equal(first, want)
     np.testing.assert_array_equal(second, want)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -53,27 +53,27 @@ def test_kernel_failure_falls_back_to_cpu_with_one_warning(scene, caplog):
     assert renderer.name == "cpu" and gpu.closed and gpu.calls == 1
 
 
-def test_out_of_memory_frees_the_pool_and_retries_on_the_gpu(scene, monkeypatch, caplog):
+def test_out_of_memory_frees_the_pool_and_retries_on_the_gpu(cpu_renderer, scene, monkeypatch, caplog):
     frame, display_list = scene
     freed = []
     monkeypatch.setattr("trackoverlay.utils.raster.fallback._free_gpu_pool", lambda: freed.append(True))
-    gpu = FailingGpu(OutOfMemoryError("out of memory allocating 99532800 bytes"))
+    gpu = FailingGpu(cpu_renderer, OutOfMemoryError("out of memory allocating 99532800 bytes"))
     renderer = FallbackRenderer(gpu, CpuRenderer)
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
         out = renderer.render(frame, display_list)
-    np.testing.assert_array_equal(out, CpuRenderer().render(frame, display_list))
+    np.testing.assert_array_equal(out, cpu_renderer.render(frame, display_list))
     assert freed == [True] and gpu.calls == 2 and renderer.name == "gpu"
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 
-def test_repeated_out_of_memory_falls_back_to_cpu(scene, monkeypatch, caplog):
+def test_repeated_out_of_memory_falls_back_to_cpu(cpu_renderer, scene, monkeypatch, caplog):
     frame, display_list = scene
     monkeypatch.setattr("trackoverlay.utils.raster.fallback._free_gpu_pool", lambda: None)
-    gpu = FailingGpu(OutOfMemoryError("first"), OutOfMemoryError("second"))
+    gpu = FailingGpu(cpu_renderer, OutOfMemoryError("first"), OutOfMemoryError("second"))
     renderer = FallbackRenderer(gpu, CpuRenderer)
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
         out = renderer.render(frame, display_list)
-    np.testing.assert_array_equal(out, CpuRenderer().render(frame, display_list))
+    np.testing.assert_array_equal(out, cpu_renderer.render(frame, display_list))
     assert renderer.name == "cpu" and "second" in caplog.text
 
 
@@ -90,28 +90,3 @@ def test_cupy_import_error_selects_the_cpu_with_the_reason(monkeypatch):
 def test_unknown_backend_is_rejected():
     with pytest.raises(ValueError, match="backend 'cuda' is not one of auto, cpu, gpu"):
         backend.select_backend("cuda")
-
-
-def test_faiss_failure_falls_back_to_the_cpu_search(monkeypatch, caplog):
-    import sys
-    import types
-
-    from trackoverlay.utils.graph import knn_faiss
-    from trackoverlay.utils.graph.neighbours import knn_cpu
-
-    broken = types.ModuleType("faiss")
-    broken.knn_gpu = lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("Error in virtual void faiss::gpu"))
-    broken.StandardGpuResources = lambda: types.SimpleNamespace(setTempMemory=lambda size: None)
-    monkeypatch.setitem(sys.modules, "faiss", broken)
-    knn_faiss._resources.cache_clear()
-    knn_faiss._warn_fallback.cache_clear()
-    points = (np.random.default_rng(0).random((50, 2)) * 500).astype(np.float32)
-    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
-        for _ in range(3):
-            index, distance = knn_faiss.knn_faiss(points, 4)
-    want_index, want_distance = knn_cpu(points, 4)
-    np.testing.assert_array_equal(index, want_index)
-    np.testing.assert_array_equal(distance, want_distance)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "faiss::gpu" in warnings[0].getMessage()
-    knn_faiss._resources.cache_clear()

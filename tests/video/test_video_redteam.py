@@ -75,7 +75,7 @@ from video_clips import (
     streams,
 )
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "overlay_video.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "overlay_video.py"
 PROG = "overlay_video.py: "
 FPS = 25
 FRAME = 1 / FPS
@@ -882,28 +882,26 @@ def comfy_temp(tmp_path, monkeypatch):
     paths.get_save_image_path = lambda prefix, root: (os.path.join(root, os.path.dirname(prefix)),
                                                       os.path.basename(prefix), 1, "", prefix)
     install_progress_bar(monkeypatch)
-    impl = types.ModuleType("comfy_api.input_impl")
-    impl.VideoFromFile = lambda path: path
-    for name, module in {"folder_paths": paths, "comfy_api": types.ModuleType("comfy_api"),
-                         "comfy_api.input_impl": impl}.items():
-        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setitem(sys.modules, "folder_paths", paths)
     return temp
 
 
 def run_video_node(clip, **inputs):
-    from trackoverlay.nodes import NODE_CLASS_MAPPINGS
+    from fake_comfy import WIDGET_TYPES, install_comfy_api
 
-    node = NODE_CLASS_MAPPINGS["TrackOverlayVideo"]
-    widgets = {name: options["default"] for group in node.INPUT_TYPES().values()
-               for name, (_, options) in group.items() if "default" in options}
+    install_comfy_api()
+    from trackoverlay.nodes.video import OverlayVideoNode
+
+    widgets = {item.id: item.default for item in OverlayVideoNode.GET_SCHEMA().inputs
+               if issubclass(item.Parent, WIDGET_TYPES)}
     widgets.update(backend="cpu", detect_method="bright", draw_lines=False, **inputs)
 
     class FileVideo:
         def get_stream_source(self):
             return str(clip)
 
-    (path,) = node().overlay(video=FileVideo(), **widgets)
-    return Path(path)
+    (video,) = OverlayVideoNode.execute(video=FileVideo(), **widgets).args
+    return Path(video.get_stream_source())
 
 
 def test_video_node_keeps_the_audio(comfy_temp, clip):

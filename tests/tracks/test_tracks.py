@@ -78,6 +78,15 @@ def test_inf_in_path_becomes_invisible_nan():
     assert tracks.visibility.sum() == raw["track_visibility"].size - 1
 
 
+def test_positions_up_to_100000_px_out_stay_visible_and_farther_ones_are_lost(caplog):
+    """The documented limit: ±100,000 px on either axis; beyond it a point is lost tracker output."""
+    path = np.array([[[-1e5, 1e5], [99_999.5, -5.0], [100_001.0, 5.0], [5.0, -100_001.0]]], np.float32)
+    tracks = Tracks(path, np.ones((1, 4), bool))
+    assert tracks.visibility.tolist() == [[True, True, False, False]]
+    np.testing.assert_array_equal(tracks.path[0, :2], path[0, :2])
+    assert "2 visible point(s) lie beyond ±100,000 pixels" in caplog.text
+
+
 @pytest.mark.parametrize("value, error, words", [
     ([1, 2], TypeError, ["tracks", "dict"]),
     ({"track_path": np.zeros((2, 3, 2))}, ValueError, ["tracks", "'track_visibility'"]),

@@ -1,6 +1,6 @@
-"""Property tests (hypothesis) over random valid scenes and point sets.
+"""Property tests (hypothesis) over random valid scenes, on every backend.
 
-Renderer, for random polylines (2..6 vertices, widths 0.5..20, colours with
+For random polylines (2..6 vertices, widths 0.5..20, colours with
 alpha, solid/dashed/dotted, gradients) and boxes (radius, stroke, fill,
 brackets) on canvases of 1x1..96x80, uint8 and float32:
 
@@ -12,18 +12,11 @@ brackets) on canvases of 1x1..96x80, uint8 and float32:
   itself where the box is filled) is bit-identical to the input frame and has
   layer alpha 0;
 - the same input renders bit-identically twice;
-- ``CpuRenderer(workers=1)`` and ``CpuRenderer(workers=3)`` agree bit for bit
-  (on canvases tall enough, 130..320 rows, to be split into several bands).
+- renderers with 1 and 3 worker threads agree bit for bit (on canvases tall
+  enough, 130..320 rows, to be split into several bands).
 
-Graph, for random point sets (duplicates and ties included, invalid points
-holding NaN) and random parameters: edges are int64 ``i < j``, unique,
-sorted, only between valid points, with their true lengths; ``max_length``,
-``delta_y_cap``, ``degree_cap`` and the radius (widened only for sticky edges)
-hold; without caps every valid point keeps ``min(k, valid - 1)`` kNN links;
-results are deterministic and the inputs unchanged.
-
-GPU (marked, skipped without one): the same scenes through ``GpuRenderer``
-match the CPU within 2/255 per channel and render bit-identically twice.
+Each property runs on every available backend (the ``renderer`` fixture);
+on the GPU the same scenes also match the CPU within 2/255 per channel.
 
 Runs are deterministic (``derandomize=True``) and modest (40-50 examples).
 """
@@ -33,8 +26,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
-from trackoverlay.utils.graph.neighbours import MODES, GraphParams, build_edges
-from trackoverlay.utils.raster.cpu import CpuRenderer
 
 SETTINGS = settings(max_examples=50, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -187,19 +178,12 @@ def far_pixels(display_list: DisplayList, height: int, width: int) -> np.ndarray
 # ------------------------------------------------------------------- renderer
 
 
-@pytest.fixture(scope="module")
-def cpu():
-    renderer = CpuRenderer(workers=2)
-    yield renderer
-    renderer.close()
-
-
 @SETTINGS
 @given(scene=scenes())
-def test_render_keeps_shape_dtype_finite_and_far_pixels(cpu, scene):
+def test_render_keeps_shape_dtype_finite_and_far_pixels(renderer, scene):
     frame, display_list = scene
     before = frame.copy()
-    out = cpu.render(frame, display_list)
+    out = renderer.render(frame, display_list)
     assert np.array_equal(frame, before)
     assert out.shape == frame.shape and out.dtype == frame.dtype and np.all(np.isfinite(out))
     far = far_pixels(display_list, *frame.shape[:2])
@@ -208,10 +192,10 @@ def test_render_keeps_shape_dtype_finite_and_far_pixels(cpu, scene):
 
 @SETTINGS
 @given(scene=scenes())
-def test_layer_alpha_and_rgb_lie_in_0_1(cpu, scene):
+def test_layer_alpha_and_rgb_lie_in_0_1(renderer, scene):
     frame, display_list = scene
     height, width = frame.shape[:2]
-    rgb, alpha = cpu.render_layer(display_list, height, width)
+    rgb, alpha = renderer.render_layer(display_list, height, width)
     assert rgb.shape == (height, width, 3) and alpha.shape == (height, width)
     assert rgb.dtype == alpha.dtype == np.float32
     assert np.all((alpha >= 0) & (alpha <= 1)) and np.all((rgb >= 0) & (rgb <= 1))  # NaN fails both
@@ -220,23 +204,24 @@ def test_layer_alpha_and_rgb_lie_in_0_1(cpu, scene):
 
 @SETTINGS
 @given(scene=scenes())
-def test_same_input_renders_bit_identically(cpu, scene):
+def test_same_input_renders_bit_identically(renderer, scene):
     frame, display_list = scene
-    first = cpu.render(frame, display_list)
-    fresh = CpuRenderer(workers=2)
+    first = renderer.render(frame, display_list)
+    fresh = type(renderer)(workers=2)
     try:
         again = fresh.render(frame, display_list)
     finally:
         fresh.close()
-    assert np.array_equal(first, cpu.render(frame, display_list)) and np.array_equal(first, again)
+    assert np.array_equal(first, renderer.render(frame, display_list)) and np.array_equal(first, again)
 
 
 @pytest.fixture(scope="module")
-def one_and_three_workers():
-    renderers = CpuRenderer(workers=1), CpuRenderer(workers=3)
+def one_and_three_workers(renderer):
+    """Two renderers of the backend under test, with 1 and 3 host threads."""
+    renderers = type(renderer)(workers=1), type(renderer)(workers=3)
     yield renderers
-    for renderer in renderers:
-        renderer.close()
+    for one in renderers:
+        one.close()
 
 
 @settings(SETTINGS, max_examples=40)
@@ -251,98 +236,16 @@ def test_worker_count_changes_no_bit(one_and_three_workers, scene):
         assert np.array_equal(one, three)
 
 
-# ---------------------------------------------------------------------- graph
-
-
-@st.composite
-def point_sets(draw):
-    """(points [N, 2] float32, valid [N]): 0..40 points, on a coarse grid (duplicates, ties) or anywhere.
-
-    Invalid points may hold NaN.
-    """
-    count = draw(st.integers(0, 40))
-    coordinate = st.integers(0, 6).map(float) if draw(st.booleans()) else floats(0.0, 200.0)
-    points = np.array(draw(st.lists(st.tuples(coordinate, coordinate), min_size=count, max_size=count)),
-                      np.float32).reshape(count, 2)
-    flags = np.array(draw(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=count, max_size=count)),
-                     bool).reshape(count, 2)
-    valid = ~flags[:, 0]
-    points[~valid & flags[:, 1]] = np.nan
-    return points, valid
-
-
-graph_params = st.builds(
-    GraphParams, mode=st.sampled_from(MODES), k=st.integers(1, 8), radius=floats(1.0, 150.0),
-    max_length=st.one_of(st.just(0.0), floats(1.0, 200.0)), delta_y_cap=st.one_of(st.just(0.0), floats(1.0, 100.0)),
-    degree_cap=st.integers(0, 4), hysteresis=st.one_of(st.just(0.0), floats(0.0, 0.875)))
-
-
-@st.composite
-def graph_cases(draw):
-    """(points, valid, params, previous edges or None)."""
-    points, valid = draw(point_sets())
-    count = len(points)
-    previous = None
-    if count > 1 and draw(st.booleans()):
-        pairs = draw(st.lists(st.tuples(st.integers(0, count - 1), st.integers(0, count - 1)), max_size=30))
-        previous = np.array([pair for pair in pairs if pair[0] != pair[1]], np.int64).reshape(-1, 2)
-    return points, valid, draw(graph_params), previous
-
-
-@SETTINGS
-@given(case=graph_cases())
-def test_graph_edges_are_canonical_capped_and_between_valid_points(case):
-    points, valid, params, previous = case
-    inputs = [value.copy() for value in (points, valid, previous) if value is not None]
-    edges, lengths = build_edges(points, params, valid=valid, previous=previous)
-    for value, copy in zip([value for value in (points, valid, previous) if value is not None], inputs):
-        assert np.array_equal(value, copy, equal_nan=True)
-    assert edges.dtype == np.int64 and edges.shape == (len(lengths), 2) and lengths.dtype == np.float32
-    assert np.all(edges[:, 0] < edges[:, 1])
-    keys = edges[:, 0] * len(points) + edges[:, 1]
-    assert np.all(np.diff(keys) > 0)  # unique and sorted by (i, j)
-    assert np.all(valid[edges])
-    delta = points[edges[:, 1]].astype(np.float64) - points[edges[:, 0]]
-    np.testing.assert_allclose(lengths, np.hypot(delta[:, 0], delta[:, 1]), rtol=1e-6, atol=1e-6)
-    if params.max_length > 0:
-        assert np.all(lengths <= params.max_length)
-    if params.delta_y_cap > 0:
-        assert np.all(np.abs(delta[:, 1]) <= params.delta_y_cap)
-    degree = np.bincount(edges.ravel(), minlength=len(points))
-    if params.degree_cap > 0:
-        assert np.all(degree <= params.degree_cap)
-    if params.mode == "radius":  # new edges within the radius; sticky ones within radius * (1 + hysteresis)
-        sticky = np.zeros(len(edges), bool)
-        if params.hysteresis > 0 and previous is not None:
-            known = np.sort(previous, axis=1)
-            sticky = (edges[:, None, :] == known[None]).all(axis=2).any(axis=1)
-        assert np.all(lengths <= np.where(sticky, params.radius * (1.0 + params.hysteresis), params.radius))
-    elif params.max_length == params.delta_y_cap == params.degree_cap == 0:
-        assert np.all(degree[valid] >= min(params.k, int(valid.sum()) - 1))
-    again, again_lengths = build_edges(points, params, valid=valid, previous=previous)
-    assert np.array_equal(edges, again) and np.array_equal(lengths, again_lengths)
-
-
-# ------------------------------------------------------------------------ GPU
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    from trackoverlay.utils.raster.gpu import GpuRenderer
-
-    renderer = GpuRenderer()
-    yield renderer
-    renderer.close()
+# --------------------------------------------------------------- GPU vs CPU
 
 
 @pytest.mark.gpu
 @SETTINGS
 @given(scene=scenes())
-def test_gpu_matches_cpu_and_is_deterministic(cpu, gpu, scene):
+def test_gpu_matches_cpu(cpu_renderer, gpu_renderer, scene):
     frame, display_list = scene
-    want = cpu.render(frame, display_list).astype(np.float32)
-    got = gpu.render(frame, display_list)
+    want = cpu_renderer.render(frame, display_list).astype(np.float32)
+    got = gpu_renderer.render(frame, display_list)
     assert got.shape == frame.shape and got.dtype == frame.dtype
     scale = 255.0 if frame.dtype == np.uint8 else 1.0
     assert np.abs(got.astype(np.float32) - want).max() / scale <= PARITY
-    assert np.array_equal(got, gpu.render(frame, display_list))

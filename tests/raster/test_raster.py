@@ -1,22 +1,28 @@
-"""Exact coverage of the CPU rasteriser, checked against the coverage model (docs/architecture.md).
+"""Exact coverage on every backend, checked against the coverage model (coverage_reference.py).
 
-Capsule of width w: coverage = clamp(0.5 - (distance - w/2), 0, 1).
-Rounded box (signed distance s): stroke clamp(0.5 - (|s| - stroke/2), 0, 1),
-fill clamp(0.5 - s, 0, 1) * fill alpha. Colours are premultiplied and
-composite "over" in list order.
-
-A brute-force reference written here (float64, every pixel, nearest segment
-over the whole polyline) is compared with the engine (float32, span-based)
-to 1e-4 on alpha and colour; single-primitive checks hold to 1e-5.
+Each test takes the ``renderer`` fixture and runs once per available backend
+(CPU, and GPU where CuPy can use one). A brute-force float64 reference
+(every pixel, nearest segment over the whole polyline) is compared with the
+engine (float32) to 1e-4 on alpha and colour; single-primitive checks hold
+to 1e-5 against their closed-form coverage.
 """
 
 import tracemalloc
 
 import numpy as np
 import pytest
+from coverage_reference import (
+    capsule_coverage,
+    dense,
+    pixel_centres,
+    random_display_list,
+    reference_layer,
+    reference_polyline,
+    rounded_rect_sdf,
+    segment_distance,
+)
 from scenes import SCENES, boxes, flat_frame, polylines, textured_frame
-from trackoverlay.utils.draw.curves import control_points, flatten
-from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
+from trackoverlay.utils.draw.display_list import DisplayList, Polylines
 from trackoverlay.utils.draw.overlays import box_primitives
 from trackoverlay.utils.draw.styles import BoxStyle
 from trackoverlay.utils.raster import cpu_spans
@@ -26,153 +32,13 @@ REFERENCE_TOLERANCE = 1e-4  # engine (float32) vs brute-force reference (float64
 MODEL_TOLERANCE = 1e-5      # one primitive vs its closed-form coverage
 
 
-@pytest.fixture(scope="module")
-def renderer():
-    cpu = CpuRenderer(workers=2)
-    yield cpu
-    cpu.close()
-
-
-# ----------------------------------------------------------------- reference
-
-
-def pixel_centres(height, width):
-    """x and y of every pixel centre, float64 [H, W]."""
-    y, x = np.mgrid[0:height, 0:width] + 0.5
-    return x, y
-
-
-def segment_distance(x, y, p0, p1):
-    """Distance from each point to segment p0-p1, and the clamped parameter of its foot."""
-    dx, dy = p1[0] - p0[0], p1[1] - p0[1]
-    t = np.clip(((x - p0[0]) * dx + (y - p0[1]) * dy) / max(dx * dx + dy * dy, 1e-12), 0.0, 1.0)
-    return np.hypot(x - p0[0] - t * dx, y - p0[1] - t * dy), t
-
-
-def capsule_coverage(distance, width):
-    return np.clip(0.5 - (distance - width / 2), 0.0, 1.0)
-
-
-def rounded_rect_sdf(x, y, center, half, radius):
-    """Signed distance to an axis-aligned rounded rectangle (negative inside)."""
-    qx = np.abs(x - center[0]) - (half[0] - radius)
-    qy = np.abs(y - center[1]) - (half[1] - radius)
-    return np.hypot(np.maximum(qx, 0), np.maximum(qy, 0)) + np.minimum(np.maximum(qx, qy), 0) - radius
-
-
-def dash_distance(arc, on, off):
-    """Signed distance along the arc to the nearest dash (negative inside one)."""
-    period = on + off
-    phase = np.mod(arc, period)
-    return np.where(phase <= on, -np.minimum(phase, on - phase), np.minimum(phase - on, period - phase))
-
-
-def reference_polyline(x, y, lines: Polylines, index):
-    """Premultiplied RGB [H, W, 3] and alpha [H, W] of one polyline of a batch."""
-    vertices = lines.vertices[lines.offsets[index]:lines.offsets[index + 1]].astype(np.float64)
-    lengths = np.hypot(*np.diff(vertices, axis=0).T)
-    arc_starts = np.r_[0.0, np.cumsum(lengths)[:-1]]
-    nearest, arc = np.full(x.shape, np.inf), np.zeros(x.shape)
-    for p0, p1, arc_start, length in zip(vertices[:-1], vertices[1:], arc_starts, lengths):
-        distance, t = segment_distance(x, y, p0, p1)
-        closer = distance < nearest
-        nearest = np.where(closer, distance, nearest)
-        arc = np.where(closer, arc_start + t * length, arc)
-    half_width = float(lines.width[index]) / 2
-    outside = nearest - half_width
-    on, off = lines.dash[index].astype(np.float64)
-    if off > 0:
-        along = dash_distance(arc, on, off)
-        outside = np.hypot(nearest, np.maximum(along, 0)) - half_width if lines.dash_round[index] \
-            else np.maximum(outside, along)
-    start, end = lines.color_start[index].astype(np.float64), lines.color_end[index].astype(np.float64)
-    rgba = start + (end - start) * (arc / lengths.sum())[..., None]
-    alpha = rgba[..., 3] * np.clip(0.5 - outside, 0.0, 1.0)
-    return rgba[..., :3] * alpha[..., None], alpha
-
-
-def reference_box(x, y, batch: Boxes, index):
-    """Premultiplied RGB and alpha of one box: stroke (or corner brackets) over fill."""
-    center, half = batch.center[index].astype(np.float64), batch.half_size[index].astype(np.float64)
-    signed = rounded_rect_sdf(x, y, center, half, float(batch.radius[index]))
-    half_stroke = float(batch.stroke_width[index]) / 2
-    stroke = np.clip(0.5 - (np.abs(signed) - half_stroke), 0.0, 1.0) if half_stroke > 0 else np.zeros(x.shape)
-    bracket = float(batch.bracket[index])
-    if bracket > 0:
-        stroke *= np.clip(0.5 + np.abs(x - center[0]) - (half[0] - bracket), 0.0, 1.0) * \
-            np.clip(0.5 + np.abs(y - center[1]) - (half[1] - bracket), 0.0, 1.0)
-    stroke_rgba, fill_rgba = batch.stroke_color[index], batch.fill_color[index]
-    stroke_alpha = stroke * stroke_rgba[3]
-    under = (1 - stroke_alpha) * np.clip(0.5 - signed, 0.0, 1.0) * fill_rgba[3]
-    color = stroke_rgba[:3] * stroke_alpha[..., None] + fill_rgba[:3] * under[..., None]
-    return color, stroke_alpha + under
-
-
-def reference_layer(display_list: DisplayList, height, width):
-    """Brute-force premultiplied layer: every primitive on every pixel, composited over in order."""
-    x, y = pixel_centres(height, width)
-    color, alpha = np.zeros((height, width, 3)), np.zeros((height, width))
-    for batch in display_list.layers:
-        draw = reference_polyline if isinstance(batch, Polylines) else reference_box
-        for index in range(batch.count):
-            top_color, top_alpha = draw(x, y, batch, index)
-            color = top_color + color * (1 - top_alpha[..., None])
-            alpha = top_alpha + alpha * (1 - top_alpha)
-    return color, alpha
-
-
-def dense(layer):
-    """A sparse layer as dense premultiplied RGB [H, W, 3] and alpha [H, W]."""
-    color = np.zeros((layer.height * layer.width, 3), np.float32)
-    alpha = np.zeros(layer.height * layer.width, np.float32)
-    color[layer.pixels] = layer.color.T
-    alpha[layer.pixels] = layer.alpha
-    return color.reshape(layer.height, layer.width, 3), alpha.reshape(layer.height, layer.width)
-
-
 def engine_alpha(renderer, display_list, height=48, width=64):
     return dense(renderer.rasterize(display_list, height, width))[1]
 
 
-# ------------------------------------------------------------- random scenes
-
-
-def random_curves(rng, kind, count, height, width):
-    """``count`` gentle Bézier curves (bend <= 0.5, chords 25..60 px) with random styles."""
-    start = rng.uniform((0, 0), (width, height), (count, 2))
-    angle = rng.uniform(0, 2 * np.pi, count)
-    end = start + rng.uniform(25, 60, (count, 1)) * np.stack([np.cos(angle), np.sin(angle)], axis=1)
-    controls = control_points(start, end, kind, rng.uniform(0.05, 0.5), rng.choice([-1.0, 1.0], count))
-    vertices, offsets = flatten(controls)
-    pattern = rng.integers(0, 3, count)  # solid, dashed, dotted
-    dash = np.stack([np.where(pattern == 1, rng.uniform(3, 8, count), 0.0),
-                     np.where(pattern > 0, rng.uniform(2, 6, count), 0.0)], axis=1)
-    colors = rng.uniform((0, 0, 0, 0.3), (1, 1, 1, 1), (2, count, 4))
-    return Polylines(vertices, offsets, rng.uniform(0.5, 3.5, count), colors[0], colors[1], dash,
-                     (pattern == 2) | (rng.random(count) < 0.3))
-
-
-def random_boxes(rng, count, height, width):
-    """Boxes of random size, roundness, stroke, fill and brackets, some cut by the border."""
-    half = rng.uniform(4, 20, (count, 2))
-    shorter = half.min(axis=1)
-    colors = rng.uniform((0, 0, 0, 0.2), (1, 1, 1, 1), (2, count, 4))
-    colors[1, rng.random(count) < 0.3, 3] = 0.0  # some boxes without fill
-    return Boxes(rng.uniform((-5, -5), (width + 5, height + 5), (count, 2)), half,
-                 shorter * rng.uniform(0, 1, count), rng.uniform(0, 3, count) * (rng.random(count) < 0.85),
-                 colors[0], colors[1], np.where(rng.random(count) < 0.4, shorter * rng.uniform(0.2, 0.8, count), 0))
-
-
-def random_scene(seed, height=72, width=96):
-    """Overlapping semi-transparent curves (all kinds, dashes, gradients) and boxes."""
-    rng = np.random.default_rng(seed)
-    curves = tuple(random_curves(rng, kind, 3, height, width) for kind in ("straight", "quadratic", "cubic", "s_curve"))
-    return DisplayList(curves[:2] + (random_boxes(rng, 4, height, width),) + curves[2:])
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_engine_matches_bruteforce_reference(renderer, seed):
-    display_list = random_scene(seed)
+    display_list = random_display_list(seed)
     color, alpha = dense(renderer.rasterize(display_list, 72, 96))
     ref_color, ref_alpha = reference_layer(display_list, 72, 96)
     assert np.count_nonzero(ref_alpha > 0) > 0.15 * ref_alpha.size  # the scene is not empty
@@ -253,6 +119,57 @@ def test_box_fill_coverage_is_the_model(renderer, radius):
                                                       fill_color=(0.2, 0.9, 0.4, 0.4)),)))
     signed = rounded_rect_sdf(*pixel_centres(48, 64), (31.3, 24.8), (16, 10), radius)
     np.testing.assert_allclose(alpha, np.clip(0.5 - signed, 0, 1) * 0.4, rtol=0, atol=MODEL_TOLERANCE)
+
+
+HOLLOW_HALVES = (0.0, 0.5, 0.75, 1.0, 1.5, 2.5)
+HOLLOW_STROKES = (0.5, 1.0, 2.0, 3.0)
+HOLLOW_ROUNDNESS = (0.0, 0.5, 1.0)
+HOLLOW_OFFSETS = ((0.0, 0.0), (0.25, 0.5), (0.5, 0.25), (0.7, 0.7))
+CELL = 12  # px per box: wider than the largest box's reach (2 * (2.5 + 3.0 / 2 + 0.5))
+
+
+def tiny_hollow_boxes():
+    """Unfilled boxes of every combination above, each alone in its own cell: (Boxes, cell origins [Q, 2]).
+
+    Half-sizes from 0 to 2.5 px on each axis, so the stroke often covers the
+    whole interior; corner radius 0..1 of the shorter half-side; centres at
+    sub-pixel offsets (0.5 puts the hollow's edge exactly on a pixel centre).
+    The stroke is semi-transparent, so a pixel drawn twice shows in alpha.
+    """
+    combos = [(hw, hh, stroke, roundness, offset) for hw in HOLLOW_HALVES for hh in HOLLOW_HALVES
+              for stroke in HOLLOW_STROKES for roundness in HOLLOW_ROUNDNESS for offset in HOLLOW_OFFSETS]
+    columns = 48
+    index = np.arange(len(combos))
+    origins = np.stack([index % columns, index // columns], axis=1) * CELL
+    half = np.array([combo[:2] for combo in combos], np.float32)
+    centers = origins + CELL / 2 + np.array([combo[4] for combo in combos], np.float32)
+    radius = half.min(axis=1) * np.array([combo[3] for combo in combos], np.float32)
+    return boxes(centers, half, radius=radius, stroke_width=np.array([combo[2] for combo in combos]),
+                 stroke_color=(1.0, 0.8, 0.2, 0.6)), origins
+
+
+def test_tiny_hollow_boxes_match_the_model(renderer):
+    """The hollow-middle shortcut skips only pixels the stroke cannot reach, and no pixel twice."""
+    batch, origins = tiny_hollow_boxes()
+    height, width = int(origins[:, 1].max()) + CELL, int(origins[:, 0].max()) + CELL
+    alpha = engine_alpha(renderer, DisplayList((batch,)), height, width)
+    local = np.arange(CELL) + 0.5
+    x = origins[:, 0, None, None] + local[None, None, :]
+    y = origins[:, 1, None, None] + local[None, :, None]
+    center, half = batch.center.astype(np.float64), batch.half_size.astype(np.float64)
+    signed = rounded_rect_sdf(x, y, center.T[:, :, None, None], half.T[:, :, None, None],
+                              batch.radius.astype(np.float64)[:, None, None])
+    expected = 0.6 * np.clip(0.5 - (np.abs(signed) - batch.stroke_width[:, None, None] / 2), 0, 1)
+    rows = origins[:, 1, None] + np.arange(CELL)
+    cols = origins[:, 0, None] + np.arange(CELL)
+    got = alpha[rows[:, :, None], cols[:, None, :]]
+    worst = np.abs(got - expected).max(axis=(1, 2))
+    bad = np.flatnonzero(worst > MODEL_TOLERANCE)
+    assert not len(bad), (f"{len(bad)} of {len(worst)} tiny hollow boxes differ from the model by up to "
+                          f"{worst.max():.3f}; first: center {batch.center[bad[0]].tolist()}, half "
+                          f"{batch.half_size[bad[0]].tolist()}, radius {float(batch.radius[bad[0]])}, "
+                          f"stroke {float(batch.stroke_width[bad[0]])}")
+    assert np.count_nonzero(alpha) == np.count_nonzero(got)  # nothing drawn outside the boxes' cells
 
 
 @pytest.mark.parametrize("fill, background, expected", [("#FFFFFF", 0.2, 0.3 + 0.2 * 0.7),
@@ -351,7 +268,7 @@ def test_later_primitives_are_on_top(renderer, opacity, expected, layout):
 
 
 def test_layer_export_blends_back_to_the_composite(renderer):
-    display_list = random_scene(11)
+    display_list = random_display_list(11)
     rgb, alpha = renderer.render_layer(display_list, 72, 96)
     assert rgb.dtype == alpha.dtype == np.float32 and rgb.min() >= 0 and rgb.max() <= 1
     premultiplied = rgb * alpha[..., None]
@@ -416,7 +333,7 @@ def test_out_buffer_is_filled_and_returned(renderer):
 
 
 def test_workers_and_bands_give_bit_identical_results():
-    display_list = random_scene(21, height=256, width=96)
+    display_list = random_display_list(21, height=256, width=96)
     frame = textured_frame(256, 96)
     whole = cpu_spans.rasterize_band(cpu_spans.prepare(display_list), range(0, 256), 256, 96)
     results = []
@@ -433,11 +350,11 @@ def test_workers_and_bands_give_bit_identical_results():
             np.testing.assert_array_equal(getattr(layer, field), getattr(whole, field))
 
 
-def test_small_flushes_give_the_same_layer(renderer, monkeypatch):
-    display_list = random_scene(5)
-    color, alpha = dense(renderer.rasterize(display_list, 72, 96))
+def test_small_flushes_give_the_same_layer(cpu_renderer, monkeypatch):
+    display_list = random_display_list(5)
+    color, alpha = dense(cpu_renderer.rasterize(display_list, 72, 96))
     monkeypatch.setattr(cpu_spans, "_PAIRS_PER_FLUSH", 97)
-    small_color, small_alpha = dense(renderer.rasterize(display_list, 72, 96))
+    small_color, small_alpha = dense(cpu_renderer.rasterize(display_list, 72, 96))
     np.testing.assert_allclose(small_alpha, alpha, rtol=0, atol=1e-6)
     np.testing.assert_allclose(small_color, color, rtol=0, atol=1e-6)
 

@@ -1,0 +1,84 @@
+"""examples/overlay_video.py's error paths, run in-process (``main``): exit status 2, one line, nothing written.
+
+One of them also runs as a real process in test_overlay_video.py.
+"""
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bad_videos import truncated_copy, write_empty_video
+from trackoverlay.utils.tracks.contract import Tracks
+from trackoverlay.utils.tracks.track_file import save_tracks_json
+
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "overlay_video.py"
+
+
+@pytest.fixture(scope="module")
+def cli():
+    """examples/overlay_video.py loaded as a module (its ``main`` runs in-process: fast)."""
+    spec = importlib.util.spec_from_file_location("overlay_video_cli", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def error_inputs(folder: Path, clip: Path) -> dict:
+    """The files the error cases name: a readable clip, a text file, an empty and a cut video, two track files."""
+    (folder / "notes.mp4").write_text("not a video")
+    save_tracks_json(Tracks(np.full((3, 1, 2), 20.0, np.float32), np.ones((3, 1), bool)), folder / "short.json")
+    (folder / "v2.json").write_text('{"format": "trackoverlay.tracks", "version": 2}', encoding="utf-8")
+    return {"clip": clip, "text": folder / "notes.mp4", "empty": write_empty_video(folder / "empty.avi"),
+            "cut": truncated_copy(clip, folder / "cut.mp4"), "short": folder / "short.json", "v2": folder / "v2.json",
+            "proc": "/proc/out.mp4", "dir": folder}
+
+
+ERRORS = [
+    pytest.param(["missing.mp4"], r"missing\.mp4 does not exist", id="missing-video"),
+    pytest.param(["{text}"], r"notes\.mp4 is not a readable video", id="text-file-video"),
+    pytest.param(["{cut}"], r"cut\.mp4 is not a readable video", id="truncated-video"),
+    pytest.param(["{empty}", "-o", "out.mp4"], r"the input has no frames; nothing to render", id="empty-video"),
+    pytest.param(["{clip}", "--tracks", "nowhere.json"], r"nowhere\.json does not exist", id="missing-tracks"),
+    pytest.param(["{clip}", "--tracks", "{text}"], r"notes\.mp4 is not valid JSON", id="tracks-not-json"),
+    pytest.param(["{clip}", "--tracks", "{v2}"], r"v2\.json has format version 2; this pack reads version 1",
+                 id="tracks-version-2"),
+    pytest.param(["{clip}", "--tracks", "{short}", "-o", "out.mp4"],
+                 r"tracks in .*short\.json have 3 frames but the video has more", id="tracks-shorter-than-video"),
+    pytest.param(["{clip}", "-o", "no/such/dir/out.mp4"], r"no/such/dir does not exist", id="output-folder-missing"),
+    pytest.param(["{clip}", "-o", "{proc}"], r"folder /proc is not writable", id="unwritable-output",
+                 marks=pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")),
+    pytest.param(["{clip}", "-o", "{dir}"], r"cannot write video .*: it is a folder", id="output-is-a-folder"),
+    pytest.param(["{clip}", "--size", "64x64"], r"--size is for the blank canvas only", id="size-with-a-video"),
+    pytest.param(["--size", "big"], r"--size.*'big'.*WIDTHxHEIGHT", id="size-not-wxh"),
+    pytest.param(["--frames", "0"], r"frame count must be >= 1, got 0", id="frames-0"),
+    pytest.param(["--max-frames", "0"], r"max_frames.*got 0", id="max-frames-0"),
+    pytest.param(["--k", "0"], r"--k: must be a whole number in 1\.\.100,000, got 0", id="k-0"),
+    pytest.param(["--hysteresis", "1"], r"hysteresis must be a number in \[0, 1\), got 1", id="hysteresis-1"),
+    pytest.param(["--line-width", "-1"], r"line width must be a number in \(0, 10000\], got -1", id="line-width"),
+    pytest.param(["--line-color", "red"], r"line color 'red' is not a colour", id="line-colour-name"),
+    pytest.param(["--roundness", "2"], r"box roundness must be a number in \[0, 1\], got 2", id="roundness-2"),
+    pytest.param(["--curve", "wiggly"], r"argument --curve: invalid choice: 'wiggly'", id="curve-unknown"),
+]
+
+
+@pytest.mark.parametrize("args, message", ERRORS)
+def test_cli_errors_exit_2_with_one_line_and_no_file(cli, demo_clip_file, tmp_path, monkeypatch, capsys, args,
+                                                     message):
+    monkeypatch.chdir(tmp_path)
+    inputs = error_inputs(tmp_path, demo_clip_file)
+    argv = [arg.format(**inputs) for arg in args]
+    files = {path: path.read_bytes() for path in map(Path, inputs.values()) if path.is_file()}
+    before = sorted(os.listdir(tmp_path))
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_:  # argparse errors
+        code = exit_.code
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("overlay_video.py:")]
+    assert code == 2
+    assert len(errors) == 1 and errors[0].startswith("overlay_video.py: error: ")  # beside any progress bar
+    assert re.search(message, errors[0]), errors[0]
+    assert sorted(os.listdir(tmp_path)) == before  # no output, no temporary file
+    assert all(path.read_bytes() == data for path, data in files.items())  # the inputs are untouched
