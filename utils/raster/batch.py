@@ -11,8 +11,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..core.arrays import array_module, to_numpy
 from ..draw.display_list import DisplayList
-from .layer import layer_to_rgba
+from .layer import FRAME_DTYPES, layer_to_rgba
 
 
 def broadcast_count(frames: int, overlays: int, what: str = "overlay frames") -> int:
@@ -34,35 +35,68 @@ class RenderedBatch:
     layer_alpha: Optional[np.ndarray] = None
 
 
-def render_batch(frames: np.ndarray, overlays: list, renderer, with_layer: bool = False,
+def frame_batch(frames):
+    """``frames`` as a NumPy or CuPy array without copying.
+
+    Takes NumPy and CuPy arrays and any DLPack tensor (e.g. a torch tensor on
+    the CPU or on a CUDA device); anything else is a ``TypeError``.
+    """
+    if isinstance(frames, np.ndarray) or type(frames).__module__.startswith("cupy"):
+        return frames
+    if hasattr(frames, "__dlpack__") and hasattr(frames, "__dlpack_device__"):
+        device_type = int(frames.__dlpack_device__()[0])
+        if device_type == _DLPACK_CPU:
+            return np.from_dlpack(frames)
+        if device_type == _DLPACK_CUDA:
+            import cupy
+
+            return cupy.from_dlpack(frames)
+        raise TypeError(f"frames live on a DLPack device of type {device_type}; give CPU or CUDA frames")
+    raise TypeError(f"frames must be a NumPy, CuPy or DLPack (e.g. torch) array, got {type(frames).__name__}")
+
+
+_DLPACK_CPU, _DLPACK_CUDA = 1, 2
+
+
+def render_batch(frames, overlays: list, renderer, with_layer: bool = False,
                  progress: Callable[[int, int], None] | None = None) -> RenderedBatch:
     """Draw ``overlays`` (one DisplayList per frame, or one for all) over ``frames``.
 
-    ``frames`` is [B, H, W, 3] uint8 or float32 and is never modified; the
-    result has the broadcast length and the input's dtype. ``progress(done,
-    total)`` is called after every frame (it may raise to stop the run).
+    ``frames`` is [B, H, W, 3] uint8 or float32 (NumPy, CuPy, or a DLPack
+    tensor such as a torch tensor on the CPU or a CUDA device, read without a
+    copy) and is never modified. The result has the broadcast length and the
+    input's dtype, on the input's side: a NumPy array for host frames, a CuPy
+    array for frames on the GPU (``torch.from_dlpack`` takes it without a
+    copy). ``progress(done, total)`` follows the work (it may raise to stop
+    the run). The layer outputs are host arrays.
     """
+    frames = frame_batch(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3:
         raise ValueError(f"frames must have shape [B, H, W, 3], got {list(frames.shape)}")
+    if np.dtype(frames.dtype) not in FRAME_DTYPES:
+        raise ValueError(f"frames dtype must be uint8 or float32, got {frames.dtype}")
+    if 0 in frames.shape:
+        raise ValueError(f"frames are empty (shape {list(frames.shape)})")
     if not overlays:
         raise ValueError("no overlay given: connect an overlay with at least one frame")
     for entry in overlays:
         if not isinstance(entry, DisplayList):
             raise TypeError(f"overlay entries must be DisplayList, got {type(entry).__name__}")
     count = broadcast_count(len(frames), len(overlays))
+    per_frame = list(overlays) if len(overlays) == count else [overlays[0]] * count
+    xp = array_module(frames)
+    if not with_layer:
+        out = xp.empty((count,) + frames.shape[1:], frames.dtype)
+        return RenderedBatch(renderer.render_frames(frames, per_frame, out, progress=progress))
+    host = to_numpy(frames)
     height, width = frames.shape[1:3]
-    out = np.empty((count,) + frames.shape[1:], frames.dtype)
-    layer_rgb = np.zeros((count, height, width, 3), np.float32) if with_layer else None
-    layer_alpha = np.zeros((count, height, width), np.float32) if with_layer else None
-    for index in range(count):
-        frame = frames[index if len(frames) > 1 else 0]
-        display_list = overlays[index if len(overlays) > 1 else 0]
-        if with_layer:  # one rasterisation feeds both outputs
-            layer = renderer.rasterize(display_list, height, width)
-            renderer.composite(frame, layer, out=out[index])
-            layer_to_rgba(layer, layer_rgb[index], layer_alpha[index])
-        else:
-            renderer.render(frame, display_list, out=out[index])
+    frames_out = np.empty((count,) + frames.shape[1:], frames.dtype)
+    layer_rgb = np.zeros((count, height, width, 3), np.float32)
+    layer_alpha = np.zeros((count, height, width), np.float32)
+    for index, display_list in enumerate(per_frame):  # one rasterisation feeds both outputs
+        layer = renderer.rasterize(display_list, height, width)
+        renderer.composite(host[index if len(host) > 1 else 0], layer, out=frames_out[index])
+        layer_to_rgba(layer, layer_rgb[index], layer_alpha[index])
         if progress is not None:
             progress(index + 1, count)
-    return RenderedBatch(out, layer_rgb, layer_alpha)
+    return RenderedBatch(xp.asarray(frames_out), layer_rgb, layer_alpha)

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..draw.display_list import Polylines
-
 _EPS = 1e-6
 
 
@@ -47,28 +45,30 @@ def _unit(vectors, xp):
     return vectors / xp.maximum(length, _EPS), length[:, 0]
 
 
-def build_segment_table(lines: Polylines, xp=np) -> SegmentTable:
-    """Flatten ``lines`` into segments, dropping zero-length ones.
+def build_segment_table(vertices, offsets, xp=np) -> SegmentTable:
+    """Flatten polylines (``vertices`` [V, 2], ``offsets`` [P + 1] as in
+    :class:`~..draw.display_list.Polylines`) into segments, dropping zero-length ones.
 
     A polyline whose vertices all coincide keeps one zero-length segment
-    (drawn as a round dot of the line's width).
+    (drawn as a round dot of the line's width). Runs on NumPy or CuPy (``xp``).
     """
-    vertices = xp.asarray(lines.vertices)
-    offsets = np.asarray(lines.offsets)
-    counts = np.diff(offsets) - 1
-    polyline_np = np.repeat(np.arange(lines.count, dtype=np.int32), counts)
-    starts_np = np.delete(np.arange(len(lines.vertices) - 1), offsets[1:-1] - 1) if lines.count else np.zeros(0, int)
-    starts = xp.asarray(starts_np)
-    polyline = xp.asarray(polyline_np)
+    vertices = xp.asarray(vertices, dtype=xp.float32)
+    offsets = xp.asarray(offsets, dtype=xp.int64)
+    lines = offsets.shape[0] - 1
+    # Polyline p owns segments seg_offsets[p]..seg_offsets[p + 1] - 1; segment s starts at vertex s + p.
+    seg_offsets = offsets - xp.arange(lines + 1, dtype=xp.int64)
+    index = xp.arange(vertices.shape[0] - lines if lines else 0, dtype=xp.int64)
+    polyline = xp.searchsorted(seg_offsets[1:], index, side="right")
+    starts = index + polyline
     p0 = vertices[starts]
     p1 = vertices[starts + 1]
     tangent, length = _unit(p1 - p0, xp)
 
     # Keep non-degenerate segments, or the first segment of an all-degenerate polyline.
     keep = length > _EPS
-    polyline_has_length = xp.zeros(lines.count, dtype=bool)
+    polyline_has_length = xp.zeros(lines, dtype=bool)
     polyline_has_length[polyline[keep]] = True
-    first_of_polyline = xp.asarray(np.r_[True, polyline_np[1:] != polyline_np[:-1]] if polyline_np.size else np.zeros(0, bool))
+    first_of_polyline = index == seg_offsets[polyline]
     keep |= first_of_polyline & ~polyline_has_length[polyline]
     p0, p1, tangent, length, polyline = p0[keep], p1[keep], tangent[keep], length[keep], polyline[keep]
 
@@ -94,11 +94,11 @@ def build_segment_table(lines: Polylines, xp=np) -> SegmentTable:
 
     # Arc length at each segment start, restarting at every polyline.
     cumulative = xp.cumsum(length.astype(xp.float64)) - length  # float64: exact per-polyline offsets
-    first_index = xp.zeros(lines.count, dtype=xp.int64)
+    first_index = xp.zeros(lines, dtype=xp.int64)
     is_first = ~same_as_prev
     first_index[polyline[is_first]] = xp.nonzero(is_first)[0]
     arc_start = (cumulative - cumulative[first_index[polyline]]).astype(xp.float32)
-    arc_total = xp.zeros(lines.count, dtype=xp.float32)
+    arc_total = xp.zeros(lines, dtype=xp.float32)
     if count:
         last = xp.ones(count, dtype=bool)
         last[:-1] = ~same_as_prev[1:]
