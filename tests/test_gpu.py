@@ -6,6 +6,7 @@ from scenes import SCENES
 from trackoverlay.utils.draw.display_list import DisplayList
 from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.cpu import CpuRenderer
 
 pytestmark = pytest.mark.gpu
@@ -199,7 +200,7 @@ def test_gpu_scene_over_host_frame_matches_cpu(dtype):
     want = CpuRenderer().render(frame, display_list)
     renderer = GpuRenderer()
     for _ in range(2):  # the second frame reuses every buffer
-        assert_parity(renderer.render_host(frame, renderer.upload(display_list)), want)
+        assert_parity(renderer.render(frame, display_list), want)
     np.testing.assert_array_equal(frame, original)
 
 
@@ -213,3 +214,115 @@ def test_key_buffer_grows_when_a_scene_needs_more():
     want = CpuRenderer().render(frame, scene).astype(np.float32)
     assert renderer._capacity > 8
     assert np.abs(got - want).max() <= 2
+
+
+# ------------------------------------------------------------------ whole batches
+
+
+def _batch(seed, frames, dtype, size=(320, 240)):
+    """A batch of different frames and one display list per frame (one of them empty)."""
+    rng = np.random.default_rng(seed)
+    width, height = size
+    images = as_dtype(rng.integers(0, 256, (frames, height, width, 3), dtype=np.uint8), dtype)
+    options = SCENE_OPTIONS * frames
+    overlays = [random_scene(seed + index, count=10 + 7 * index, size=size, **options[index])[1]
+                for index in range(frames)]
+    overlays[1] = DisplayList()
+    return images, overlays
+
+
+def _cpu_batch(frames, overlays):
+    from trackoverlay.utils.raster.batch import render_batch
+
+    return render_batch(frames, overlays, CpuRenderer()).frames
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+@pytest.mark.parametrize("chunk_frames", [1, 2, 100])
+def test_host_batch_matches_cpu_through_the_pinned_chunks(gpu, monkeypatch, dtype, chunk_frames):
+    from trackoverlay.utils.raster import gpu as gpu_module
+    from trackoverlay.utils.raster.batch import render_batch
+
+    frames, overlays = _batch(21, 7, dtype)  # 7 chunks of one frame go round the 3 slots twice
+    monkeypatch.setattr(gpu_module, "HOST_CHUNK_BYTES", frames[0].nbytes * chunk_frames)
+    original = frames.copy()
+    done = []
+    got = render_batch(frames, overlays, gpu, progress=lambda count, total: done.append((count, total))).frames
+    assert isinstance(got, np.ndarray) and got.dtype == frames.dtype and got.shape == frames.shape
+    assert_parity(got, _cpu_batch(frames, overlays))
+    np.testing.assert_array_equal(frames, original)
+    assert done[-1] == (7, 7) and len(done) == -(-7 // chunk_frames)
+
+
+@pytest.mark.parametrize("frames_count,overlay_count", [(1, 5), (5, 1)])
+def test_host_batch_broadcasts_one_frame_or_one_overlay(gpu, frames_count, overlay_count):
+    from trackoverlay.utils.raster.batch import render_batch
+
+    frames, overlays = _batch(22, 5, np.float32)
+    frames, overlays = frames[:frames_count], (overlays if overlay_count > 1 else overlays[2:3])
+    got = render_batch(frames, overlays, gpu).frames
+    assert len(got) == 5
+    assert_parity(got, _cpu_batch(frames, overlays))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_device_batch_stays_on_the_gpu_and_matches_cpu(gpu, monkeypatch, dtype):
+    import cupy
+    from trackoverlay.utils.raster import gpu as gpu_module
+    from trackoverlay.utils.raster.batch import render_batch
+
+    frames, overlays = _batch(23, 5, dtype)
+    monkeypatch.setattr(gpu_module, "DEVICE_CHUNK_BYTES", frames[0].nbytes * 2)  # chunks of 2 frames
+    device = cupy.asarray(frames)
+    got = render_batch(device, overlays, gpu).frames
+    assert isinstance(got, cupy.ndarray)
+    assert_parity(got.get(), _cpu_batch(frames, overlays))
+    np.testing.assert_array_equal(device.get(), frames)
+
+
+def test_cuda_torch_batch_is_read_without_a_copy_and_comes_back_on_the_gpu(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    from trackoverlay.utils.raster.batch import frame_batch, render_batch
+
+    frames, overlays = _batch(24, 3, np.float32)
+    tensor = torch.from_numpy(frames).cuda()
+    assert frame_batch(tensor).data.ptr == tensor.data_ptr()
+    got = torch.from_dlpack(render_batch(tensor, overlays, gpu).frames)
+    assert got.is_cuda
+    assert_parity(got.cpu().numpy(), _cpu_batch(frames, overlays))
+
+
+def test_interrupted_batch_stops_cleanly_and_the_renderer_still_works(gpu, monkeypatch):
+    from trackoverlay.utils.raster import gpu as gpu_module
+    from trackoverlay.utils.raster.batch import render_batch
+
+    frames, overlays = _batch(25, 6, np.float32)
+    monkeypatch.setattr(gpu_module, "HOST_CHUNK_BYTES", frames[0].nbytes)
+
+    def interrupt(done, total):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        render_batch(frames, overlays, gpu, progress=interrupt)
+    assert_parity(render_batch(frames, overlays, gpu).frames, _cpu_batch(frames, overlays))
+
+
+@pytest.mark.parametrize("params", [GraphParams(k=5), GraphParams(k=4, hysteresis=0.3, degree_cap=3),
+                                    GraphParams(mode="radius", radius=60.0)])
+def test_link_overlay_built_on_the_gpu_matches_the_cpu_build(params):
+    from trackoverlay.utils.draw.overlays import link_overlay
+
+    rng = np.random.default_rng(26)
+    path = (rng.random((1, 150, 2)) * [640, 360] + np.cumsum(rng.normal(0, 3, (6, 150, 2)), axis=0))
+    visibility = rng.random((6, 150)) > 0.1
+    style = LineStyle(color_mode="track", gradient=True, curve="cubic", pattern="dashed")
+    want = link_overlay(path.astype(np.float32), visibility, params, style, backend="cpu")
+    got = link_overlay(path.astype(np.float32), visibility, params, style, backend="gpu")
+    for frame_want, frame_got in zip(want, got, strict=True):
+        for layer_want, layer_got in zip(frame_want.layers, frame_got.layers, strict=True):
+            for name, value in vars(layer_want).items():
+                np.testing.assert_allclose(np.asarray(getattr(layer_got, name), np.float64),
+                                           np.asarray(value, np.float64), rtol=0, atol=1e-3, err_msg=name)

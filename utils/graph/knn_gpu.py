@@ -12,6 +12,8 @@ import numpy as np
 from ..core.cuda import cuda_kernel
 
 _KNN_WIDTHS = (4, 8, 16, 32)
+KNN_GPU_MAX_K = _KNN_WIDTHS[-1]
+"""Most neighbours the fused kernel returns per point."""
 
 
 _SOURCE = Path(__file__).with_name("knn.cu")
@@ -50,8 +52,8 @@ def knn_gpu(points, k: int, valid=None):
     points = cupy.ascontiguousarray(points, dtype=cupy.float32)
     n = int(points.shape[0])
     k = min(int(k), n - 1)
-    if k > _KNN_WIDTHS[-1]:
-        raise ValueError(f"knn_gpu supports k <= {_KNN_WIDTHS[-1]}, got {k}")
+    if k > KNN_GPU_MAX_K:
+        raise ValueError(f"knn_gpu supports k <= {KNN_GPU_MAX_K}, got {k}")
     index = cupy.empty((n, max(k, 0)), cupy.int64)
     distance = cupy.empty((n, max(k, 0)), cupy.float32)
     if k < 1:
