@@ -52,6 +52,7 @@ HOST_CHUNK_BYTES = 128 * 2**20
 DEVICE_CHUNK_BYTES = 1 << 30
 """Frames on the GPU are binned and drawn in chunks of about this many bytes."""
 _SLOTS = 3  # pinned chunks in flight: one filling, one on the GPU, one draining
+_MAX_CHUNK_FRAMES = 1024  # keeps a chunk's launch grid and tile keys small for tiny frames
 
 
 def _kernel_names():
@@ -346,7 +347,7 @@ class GpuRenderer(Renderer):
     def _render_resident(self, frames, scene: DeviceScene, out, progress=None) -> None:
         """Scene frame ``i`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``, all on the GPU."""
         count, height, width = out.shape[:3]
-        per_chunk = max(1, DEVICE_CHUNK_BYTES // max(out[0].nbytes, 1))
+        per_chunk = int(np.clip(DEVICE_CHUNK_BYTES // max(out[0].nbytes, 1), 1, _MAX_CHUNK_FRAMES))
         stream = self._on_stream()
         with stream:
             for start in range(0, count, per_chunk):
@@ -422,7 +423,7 @@ class GpuRenderer(Renderer):
     def _render_host(self, frames: np.ndarray, scene: DeviceScene, out: np.ndarray, progress) -> None:
         """Host frames through the pinned chunks: copy in, draw in place on the GPU, copy out."""
         count, height, width = out.shape[:3]
-        per_chunk = max(1, HOST_CHUNK_BYTES // max(out[0].nbytes, 1))
+        per_chunk = int(np.clip(HOST_CHUNK_BYTES // max(out[0].nbytes, 1), 1, _MAX_CHUNK_FRAMES))
         slots = self._slots(min(per_chunk, count), out.shape[1:], out.dtype)
         source = frames if len(frames) == count else np.broadcast_to(frames[0], out.shape)
         launched = deque()  # (slot, chunk) whose GPU work is queued
