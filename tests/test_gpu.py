@@ -129,6 +129,24 @@ def test_knn_kernel_matches_cpu(count, k):
     np.testing.assert_allclose(distance.get(), want_distance, rtol=1e-5, atol=1e-3)
 
 
+@pytest.mark.parametrize("k", [1, 5, 12])
+def test_knn_kernel_on_a_batch_matches_the_cpu_per_frame(k):
+    import cupy
+    from trackoverlay.utils.graph.knn_gpu import knn_gpu
+    from trackoverlay.utils.graph.neighbours import knn_cpu_frames
+
+    rng = np.random.default_rng(k)
+    points = (rng.random((5, 300, 2)) * [1920, 1080]).astype(np.float32)
+    valid = rng.random((5, 300)) > 0.2
+    valid[1, 3:] = False  # 3 valid points: fewer than k
+    valid[2] = False
+    want_index, want_distance = knn_cpu_frames(points, k, valid)
+    index, distance = knn_gpu(cupy.asarray(points), k, cupy.asarray(valid))
+    np.testing.assert_array_equal(index.get(), want_index)
+    found = want_index >= 0
+    np.testing.assert_allclose(distance.get()[found], want_distance[found], rtol=1e-5, atol=1e-3)
+
+
 def test_graph_sequence_runs_on_cupy_with_the_fused_knn():
     import cupy
     from trackoverlay.utils.graph.knn_gpu import knn_gpu

@@ -6,7 +6,10 @@ input (``xp``) and only functions both provide (sorts, ``unique``,
 :func:`knn_cpu` (``knn(points, k) -> (idx, dist)``) or, in radius mode,
 :func:`pairs_within_cpu` (``pairs_within(points, radius) -> pairs``); the CPU
 plugs use ``scipy.spatial.cKDTree`` and hand results back in the input's
-module, so a GPU plug can replace them without touching the graph logic.
+module, so a GPU plug can replace them without touching the graph logic. A
+kNN plug may also offer ``knn.frames(points [T, N, 2], k, valid [T, N])``
+(see :func:`knn_cpu_frames`): batches without hysteresis then search every
+frame in one call.
 
 Edges are undirected int64 ``[E, 2]`` index pairs with ``i < j``, unique and
 sorted by ``(i, j)``; lengths are float32 Euclidean distances in pixels. Every
@@ -191,6 +194,35 @@ def knn_cpu(points, k: int):
         rows, cols = _ball_candidates(tree, pts, tied, reach[tied] * (1.0 + 1e-9) + 1e-9)
         idx[tied], dist[tied] = _select_nearest(pts, rows, cols, k)
     return xp.asarray(idx), xp.asarray(dist.astype(np.float32))
+
+
+def knn_cpu_frames(points, k: int, valid):
+    """:func:`knn_cpu` of every frame's valid points at once (the batched form of the plug).
+
+    Args:
+        points: float ``[T, N, 2]`` (NumPy or CuPy); ``valid``: bool ``[T, N]``.
+        k: neighbours wanted, >= 1.
+
+    Returns:
+        ``(idx, dist)``: int64 and float32 ``[T, N, k']``, ``k' = min(k, N - 1)``,
+        frame-local indices; -1 (and inf) where a point is invalid or has
+        fewer valid neighbours; in the input's array module.
+    """
+    xp = array_module(points)
+    pts, mask = to_numpy(points), to_numpy(valid)
+    frames, n = mask.shape
+    width = max(min(int(k), n - 1), 0)
+    idx = np.full((frames, n, width), -1, np.int64)
+    dist = np.full((frames, n, width), np.inf, np.float32)
+    for t in range(frames):  # one tree per frame
+        ids = np.flatnonzero(mask[t])
+        near, far = knn_cpu(pts[t, ids], k)
+        idx[t, ids, :near.shape[1]] = ids[near]
+        dist[t, ids, :near.shape[1]] = far
+    return xp.asarray(idx), xp.asarray(dist)
+
+
+knn_cpu.frames = knn_cpu_frames
 
 
 def pairs_within_cpu(points, radius: float):
@@ -390,13 +422,28 @@ def build_edge_batch(track_path, visibility, params: GraphParams, knn=knn_cpu, p
         return frame, xp.concatenate(edges), xp.concatenate(lengths)
     nodes = frames * columns
     pts = xp.nan_to_num(path.reshape(nodes, 2))  # invalid slots are never read; NaN-free for the caps
-    ids = xp.nonzero(valid.reshape(nodes))[0].astype(xp.int64)
-    bounds = to_numpy(xp.searchsorted(ids, xp.arange(frames + 1, dtype=xp.int64) * columns))
-    keys = [_candidate_keys(xp, pts, ids[a:b], nodes, params, knn, pairs_within, None)
-            for a, b in zip(bounds[:-1], bounds[1:])]
-    keys = xp.concatenate(keys) if keys else xp.zeros(0, xp.int64)  # frame-major, so still sorted
+    if params.mode == "knn" and hasattr(knn, "frames"):
+        keys = _knn_frame_keys(xp, path, valid, params, knn.frames)
+    else:
+        ids = xp.nonzero(valid.reshape(nodes))[0].astype(xp.int64)
+        bounds = to_numpy(xp.searchsorted(ids, xp.arange(frames + 1, dtype=xp.int64) * columns))
+        keys = [_candidate_keys(xp, pts, ids[a:b], nodes, params, knn, pairs_within, None)
+                for a, b in zip(bounds[:-1], bounds[1:])]
+        keys = xp.concatenate(keys) if keys else xp.zeros(0, xp.int64)  # frame-major, so still sorted
     edges, lengths = _capped_edges(xp, pts, keys, nodes, params)
     return edges[:, 0] // columns, edges % columns, lengths
+
+
+def _knn_frame_keys(xp, path, valid, params: GraphParams, knn_frames):
+    """Sorted unique pair keys of every frame's kNN union (nodes ``t * N + column``), one plug call."""
+    frames, columns = valid.shape
+    if frames == 0 or columns < 2:
+        return xp.zeros(0, xp.int64)
+    idx, _ = knn_frames(path, params.k, valid)
+    base = (xp.arange(frames, dtype=xp.int64) * columns)[:, None, None]
+    rows = xp.broadcast_to(xp.arange(columns, dtype=xp.int64)[None, :, None] + base, idx.shape)
+    found = (idx >= 0) & valid[:, :, None]
+    return _unique(xp, _pair_keys(xp, rows[found], (idx + base)[found], frames * columns))
 
 
 def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu,
