@@ -92,26 +92,3 @@ def test_unknown_backend_is_rejected():
         backend.select_backend("cuda")
 
 
-def test_faiss_failure_falls_back_to_the_cpu_search(monkeypatch, caplog):
-    import sys
-    import types
-
-    from trackoverlay.utils.graph import knn_faiss
-    from trackoverlay.utils.graph.neighbours import knn_cpu
-
-    broken = types.ModuleType("faiss")
-    broken.knn_gpu = lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("Error in virtual void faiss::gpu"))
-    broken.StandardGpuResources = lambda: types.SimpleNamespace(setTempMemory=lambda size: None)
-    monkeypatch.setitem(sys.modules, "faiss", broken)
-    knn_faiss._resources.cache_clear()
-    knn_faiss._warn_fallback.cache_clear()
-    points = (np.random.default_rng(0).random((50, 2)) * 500).astype(np.float32)
-    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
-        for _ in range(3):
-            index, distance = knn_faiss.knn_faiss(points, 4)
-    want_index, want_distance = knn_cpu(points, 4)
-    np.testing.assert_array_equal(index, want_index)
-    np.testing.assert_array_equal(distance, want_distance)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "faiss::gpu" in warnings[0].getMessage()
-    knn_faiss._resources.cache_clear()

@@ -191,19 +191,6 @@ def test_gpu_link_looks_match_cpu_on_a_device_frame(look, dtype):
     assert_parity(renderer.render_device(cupy.asarray(frame), renderer.upload(display_list)).get(), want)
 
 
-@pytest.mark.parametrize("count", [3, 100, 5000])
-def test_faiss_knn_matches_cpu(count):
-    pytest.importorskip("faiss", reason="FAISS GPU is optional")
-    from trackoverlay.utils.graph.knn_faiss import knn_faiss
-    from trackoverlay.utils.graph.neighbours import knn_cpu
-
-    points = (np.random.default_rng(count).random((count, 2)) * [3840, 2160]).astype(np.float32)
-    want_index, want_distance = knn_cpu(points, 5)
-    index, distance = knn_faiss(points, 5)
-    np.testing.assert_array_equal(index, want_index)
-    np.testing.assert_allclose(distance, want_distance, rtol=1e-5, atol=1e-3)
-
-
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_gpu_scene_over_host_frame_matches_cpu(dtype):
     from trackoverlay.utils.graph.neighbours import GraphParams
