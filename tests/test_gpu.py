@@ -299,6 +299,18 @@ def test_cuda_torch_batch_is_read_without_a_copy_and_comes_back_on_the_gpu(gpu):
     assert_parity(got.cpu().numpy(), _cpu_batch(frames, overlays))
 
 
+def test_batch_with_layer_outputs_matches_cpu(gpu):
+    from trackoverlay.utils.raster.batch import render_batch
+
+    frames, overlays = _batch(27, 4, np.float32)
+    want = render_batch(frames, overlays, CpuRenderer(), with_layer=True)
+    got = render_batch(frames, overlays, gpu, with_layer=True)
+    assert_parity(got.frames, want.frames)
+    assert np.abs(got.layer_alpha - want.layer_alpha).max() <= PARITY
+    visible = want.layer_alpha > 0.05
+    assert np.abs(got.layer_rgb - want.layer_rgb)[visible].max() <= PARITY
+
+
 def test_interrupted_batch_stops_cleanly_and_the_renderer_still_works(gpu, monkeypatch):
     from trackoverlay.utils.raster import gpu as gpu_module
     from trackoverlay.utils.raster.batch import render_batch

@@ -11,9 +11,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..core.arrays import array_module, to_numpy
+from ..core.arrays import array_module
 from ..draw.display_list import DisplayList
-from .layer import FRAME_DTYPES, layer_to_rgba
+from .layer import FRAME_DTYPES
 
 
 def broadcast_count(frames: int, overlays: int, what: str = "overlay frames") -> int:
@@ -84,19 +84,10 @@ def render_batch(frames, overlays: list, renderer, with_layer: bool = False,
             raise TypeError(f"overlay entries must be DisplayList, got {type(entry).__name__}")
     count = broadcast_count(len(frames), len(overlays))
     per_frame = list(overlays) if len(overlays) == count else [overlays[0]] * count
-    xp = array_module(frames)
-    if not with_layer:
-        out = xp.empty((count,) + frames.shape[1:], frames.dtype)
-        return RenderedBatch(renderer.render_frames(frames, per_frame, out, progress=progress))
-    host = to_numpy(frames)
     height, width = frames.shape[1:3]
-    frames_out = np.empty((count,) + frames.shape[1:], frames.dtype)
-    layer_rgb = np.zeros((count, height, width, 3), np.float32)
-    layer_alpha = np.zeros((count, height, width), np.float32)
-    for index, display_list in enumerate(per_frame):  # one rasterisation feeds both outputs
-        layer = renderer.rasterize(display_list, height, width)
-        renderer.composite(host[index if len(host) > 1 else 0], layer, out=frames_out[index])
-        layer_to_rgba(layer, layer_rgb[index], layer_alpha[index])
-        if progress is not None:
-            progress(index + 1, count)
-    return RenderedBatch(xp.asarray(frames_out), layer_rgb, layer_alpha)
+    out = array_module(frames).empty((count,) + frames.shape[1:], frames.dtype)
+    layers = None
+    if with_layer:
+        layers = (np.zeros((count, height, width, 3), np.float32), np.zeros((count, height, width), np.float32))
+    renderer.render_frames(frames, per_frame, out, progress=progress, layers=layers)
+    return RenderedBatch(out, *(layers or ()))

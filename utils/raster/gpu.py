@@ -27,7 +27,7 @@ import numpy as np
 from ..core.cuda import cuda_kernel
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList, Polylines
-from .layer import SparseLayer, check_frame, output_buffer
+from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
 from .renderer import Renderer
 from .segments import build_segment_table
 
@@ -418,11 +418,13 @@ class GpuRenderer(Renderer):
         self.render_frames(frame[None], [display_list], out[None])
         return out
 
-    def render_frames(self, frames, overlays: list, out, progress=None):
+    def render_frames(self, frames, overlays: list, out, progress=None, layers=None):
         """``overlays[i]`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``.
 
         NumPy frames go through the pinned chunks; CuPy frames stay on the GPU
-        (``out`` then a CuPy array too). ``progress(done, total)`` follows the chunks.
+        (``out`` then a CuPy array too). ``progress(done, total)`` follows the
+        chunks. ``layers`` (see :meth:`Renderer.render_frames`) is filled frame
+        by frame from sparse layers.
         """
         import cupy
 
@@ -431,6 +433,8 @@ class GpuRenderer(Renderer):
             self._render_host(frames, scene, out, progress)
         else:
             self._render_resident(cupy.ascontiguousarray(frames), scene, out, progress)
+        for index, display_list in enumerate(overlays if layers is not None else ()):
+            layer_to_rgba(self.rasterize(display_list, *out.shape[1:3]), layers[0][index], layers[1][index])
         return out
 
     def _slots(self, frames: int, shape: tuple, dtype) -> list:

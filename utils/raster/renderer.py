@@ -35,19 +35,28 @@ class Renderer:
         check_frame(frame)
         return self.composite(frame, self.rasterize(display_list, *frame.shape[:2]), out)
 
-    def render_frames(self, frames, overlays: list, out, progress=None):
+    def render_frames(self, frames, overlays: list, out, progress=None, layers=None):
         """``overlays[i]`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``, frame by frame.
 
-        CuPy frames are rendered through host copies (``out`` is then a CuPy
-        array too). ``progress(done, total)`` is called after every frame.
+        ``layers`` = (rgb [n, H, W, 3], alpha [n, H, W]), zero-filled float32
+        host arrays, also receives each overlay alone (one rasterisation feeds
+        both). CuPy frames are rendered through host copies (``out`` is then a
+        CuPy array too). ``progress(done, total)`` is called after every frame.
         """
         if not isinstance(frames, np.ndarray):  # frames on a GPU, drawn on the CPU
             host = np.empty(out.shape, out.dtype)
-            self.render_frames(to_numpy(frames), overlays, host, progress)
+            self.render_frames(to_numpy(frames), overlays, host, progress, layers)
             out.set(host)
             return out
+        height, width = frames.shape[1:3]
         for index, display_list in enumerate(overlays):
-            self.render(frames[index if len(frames) > 1 else 0], display_list, out=out[index])
+            frame = frames[index if len(frames) > 1 else 0]
+            if layers is None:
+                self.render(frame, display_list, out=out[index])
+            else:
+                layer = self.rasterize(display_list, height, width)
+                self.composite(frame, layer, out=out[index])
+                layer_to_rgba(layer, layers[0][index], layers[1][index])
             if progress is not None:
                 progress(index + 1, len(overlays))
         return out
