@@ -440,10 +440,9 @@ def _knn_frame_keys(xp, path, valid, params: GraphParams, knn_frames):
     if frames == 0 or columns < 2:
         return xp.zeros(0, xp.int64)
     idx, _ = knn_frames(path, params.k, valid)
-    base = (xp.arange(frames, dtype=xp.int64) * columns)[:, None, None]
-    rows = xp.broadcast_to(xp.arange(columns, dtype=xp.int64)[None, :, None] + base, idx.shape)
-    found = (idx >= 0) & valid[:, :, None]
-    return _unique(xp, _pair_keys(xp, rows[found], (idx + base)[found], frames * columns))
+    frame, row, slot = xp.nonzero((idx >= 0) & valid[:, :, None])
+    base = frame.astype(xp.int64) * columns
+    return _unique(xp, _pair_keys(xp, base + row, base + idx[frame, row, slot], frames * columns))
 
 
 def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu,
