@@ -221,6 +221,18 @@ def test_key_buffer_grows_when_a_scene_needs_more():
     assert np.abs(got - want).max() <= 2
 
 
+def test_key_buffer_grows_for_a_resident_frame_too():
+    import cupy
+    from trackoverlay.utils.raster.gpu import GpuRenderer
+
+    frame, scene = random_scene(14, count=200, size=(640, 480), width=30.0)
+    renderer = GpuRenderer()
+    renderer._capacity = 8  # the unchecked binning overflows; the frame is drawn again
+    got = renderer.render_device(cupy.asarray(frame), renderer.upload(scene)).get()
+    assert renderer._capacity > 8
+    assert_parity(got, CpuRenderer().render(frame, scene))
+
+
 # ------------------------------------------------------------------ whole batches
 
 

@@ -211,6 +211,12 @@ class TileBins:
     tile_end: object
     tiles_x: int
     frame_tiles: int
+    needed: object  # device scalar: the keys the frames need
+    capacity: int  # keys the buffer held
+
+    def fitted(self) -> bool:
+        """Whether every key fitted the buffer (reads the key count back: a sync)."""
+        return int(self.needed.get()[0]) <= self.capacity
 
 
 @dataclass
@@ -293,11 +299,15 @@ class GpuRenderer(Renderer):
             self._pinned[name] = buffer
         return buffer[:nbytes]
 
-    def bin(self, scene: DeviceScene, height: int, width: int, frames: range = range(1)) -> TileBins:
+    def bin(self, scene: DeviceScene, height: int, width: int, frames: range = range(1),
+            wait: bool = True) -> TileBins:
         """Bin the primitives of scene frames ``frames`` into tiles, in drawing order per tile.
 
-        Reads the key count back once (a sync on the renderer's stream) and bins
-        again with a larger key buffer when it did not fit.
+        With ``wait`` the key count is read back (a sync on the renderer's
+        stream) before sorting, and a chunk whose keys did not fit is binned
+        again with a larger buffer. Without it nothing waits: the whole key
+        buffer is sorted, and the caller draws, then checks ``fitted()`` and
+        bins again with ``wait`` if not (so never in place).
         """
         tiles_x, tiles_y = -(-width // TILE), -(-height // TILE)
         tiles = tiles_x * tiles_y * len(frames)
@@ -308,39 +318,44 @@ class GpuRenderer(Renderer):
             raise ValueError(f"{len(frames)} frames of {prim_count} primitives are too many to bin at once")
         key_type = np.dtype(np.uint32 if tiles << prim_bits < 2**32 else np.uint64)
         with self._on_stream():
-            return self._bin(scene, frames, tiles_x, tiles_y, prim_begin, prim_count, prim_bits, key_type)
+            return self._bin(scene, frames, tiles_x, tiles_y, prim_begin, prim_count, prim_bits, key_type, wait)
 
-    def _bin(self, scene, frames, tiles_x, tiles_y, prim_begin, prim_count, prim_bits, key_type) -> TileBins:
+    def _bin(self, scene, frames, tiles_x, tiles_y, prim_begin, prim_count, prim_bits, key_type, wait) -> TileBins:
         import cupy
 
         tiles = tiles_x * tiles_y * len(frames)
-        tile_start = self._buffer("tile_start", tiles, cupy.int32)
-        tile_end = self._buffer("tile_end", tiles, cupy.int32)
-        _memset(tile_start, 0)
-        _memset(tile_end, 0)
+        counters = self._buffer("bin_counters", 2 + 2 * tiles, cupy.int32)  # cursor, tile starts, tile ends
+        _memset(counters, 0)
+        cursor, tile_start, tile_end = counters[:2].view(cupy.uint64), counters[2:2 + tiles], counters[2 + tiles:]
         keys = self._buffer(f"keys_{key_type}", 0, key_type)
         if prim_count:
-            cursor = self._buffer("cursor", 1, cupy.uint64)
             while True:
-                _memset(cursor, 0)
                 keys = self._buffer(f"keys_{key_type}", self._capacity, key_type)
+                if not wait:
+                    _memset(keys, 0xFF)  # unused keys sort last
                 _kernel(f"bin_tiles<{_KEY_TYPES[key_type]}>")((_blocks(prim_count, _BIN_THREADS),), (_BIN_THREADS,), (
                     scene.table, np.int32(prim_begin), np.int32(prim_count), np.int32(frames.start),
                     np.int32(tiles_x), np.int32(tiles_y), np.int32(prim_bits), keys, np.int64(self._capacity),
                     cursor))
+                if not wait:
+                    break
                 needed = int(cursor.get()[0])
                 if needed <= self._capacity:
+                    keys = keys[:needed]
                     break
                 self._capacity = int(needed * 1.25) + 1024
                 LOGGER.debug("tile key buffer grown to %d keys", self._capacity)
-            if needed >= 2**31:
-                raise ValueError(f"{needed} tile keys are too many to bin at once")
-            keys = keys[:needed]
+                _memset(cursor, 0)
             keys.sort()
-            _kernel(f"tile_ranges<{_KEY_TYPES[key_type]}>")((_blocks(needed, 256),), (256,), (
-                keys, np.int64(needed), np.int32(prim_bits), tile_start, tile_end))
+            _kernel(f"tile_ranges<{_KEY_TYPES[key_type]}>")((_blocks(keys.size, 256),), (256,), (
+                keys, np.int64(keys.size), np.int32(prim_bits), np.int64(tiles), tile_start, tile_end))
         return TileBins(keys, key_type.type((1 << prim_bits) - 1), prim_begin, tile_start, tile_end, tiles_x,
-                        tiles_x * tiles_y)
+                        tiles_x * tiles_y, cursor, self._capacity)
+
+    def _grow(self, bins: TileBins) -> None:
+        """Make room for the keys ``bins`` needed (after ``fitted()`` said no)."""
+        self._capacity = int(int(bins.needed.get()[0]) * 1.25) + 1024
+        LOGGER.debug("tile key buffer grown to %d keys", self._capacity)
 
     def _composite(self, scene: DeviceScene, bins: TileBins, frames, out, frame_stride: int | None = None) -> None:
         """Launch the composite of the binned frames' layers over ``frames`` into ``out``
@@ -374,9 +389,14 @@ class GpuRenderer(Renderer):
         with stream:
             for start in range(0, count, per_chunk):
                 chunk = range(start, min(count, start + per_chunk))
-                bins = self.bin(scene, height, width, chunk)
                 source = frames[start:chunk.stop] if len(frames) > 1 else frames
-                self._composite(scene, bins, source, out[start:chunk.stop], None if len(frames) > 1 else 0)
+                stride = None if len(frames) > 1 else 0
+                bins = self.bin(scene, height, width, chunk, wait=False)  # no sync between the launches
+                self._composite(scene, bins, source, out[start:chunk.stop], stride)
+                if not bins.fitted():
+                    self._grow(bins)
+                    self._composite(scene, self.bin(scene, height, width, chunk), source, out[start:chunk.stop],
+                                    stride)
                 if progress is not None:
                     progress(chunk.stop, count)
             stream.synchronize()

@@ -141,12 +141,15 @@ __global__ void bin_tiles(const Scene* scene, int prim_begin, int prim_count, in
     }
 }
 
-// Each tile's run [tile_start, tile_end) in the sorted keys (tiles without keys keep 0, 0).
+// Each tile's run [tile_start, tile_end) in the sorted keys (tiles without keys keep 0, 0;
+// unused keys, all ones, sort last and name no tile).
 template <typename Key>
-__global__ void tile_ranges(const Key* keys, long long count, int prim_bits, int* tile_start, int* tile_end) {
+__global__ void tile_ranges(const Key* keys, long long count, int prim_bits, long long tiles, int* tile_start,
+                            int* tile_end) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     Key tile = keys[i] >> prim_bits;
+    if (tile >= (Key)tiles) return;
     if (i == 0 || (keys[i - 1] >> prim_bits) != tile) tile_start[tile] = (int)i;
     if (i == count - 1 || (keys[i + 1] >> prim_bits) != tile) tile_end[tile] = (int)(i + 1);
 }
