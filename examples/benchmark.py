@@ -212,7 +212,7 @@ def bench_gpu(points, frame, repeat: int) -> dict:
         "upload scene": median(timed(lambda: renderer.upload(display_list), repeat, sync)),
         "bin tiles": median(timed(lambda: renderer.bin(scene, *frame.shape[:2]), repeat, sync)),
         "raster + composite resident (wall)": median(timed(resident, repeat, sync)),
-        "raster + composite resident (GPU busy, events)": gpu_busy(resident, repeat),
+        "raster + composite resident (events around it)": gpu_span(resident, repeat),
         "total resident (upload + raster)": median(timed(
             lambda: renderer.render_device(device_frame, renderer.upload(display_list), out), repeat, sync)),
         "total host frame in/out": median(timed(lambda: renderer.render(frame, cpu_display_list(points)), repeat)),
@@ -226,8 +226,8 @@ def bench_gpu(points, frame, repeat: int) -> dict:
     return stages
 
 
-def gpu_busy(function, repeat: int) -> float:
-    """Median milliseconds between events around ``function`` on the GPU (its kernels and gaps)."""
+def gpu_span(function, repeat: int) -> float:
+    """Median milliseconds between events recorded before and after ``function`` (GPU timeline, gaps included)."""
     import cupy
 
     samples = []

@@ -355,3 +355,22 @@ def test_link_overlay_built_on_the_gpu_matches_the_cpu_build(params):
             for name, value in vars(layer_want).items():
                 np.testing.assert_allclose(np.asarray(getattr(layer_got, name), np.float64),
                                            np.asarray(value, np.float64), rtol=0, atol=1e-3, err_msg=name)
+
+
+def test_link_overlay_falls_back_to_the_cpu_when_the_gpu_build_fails(monkeypatch, caplog):
+    from trackoverlay.utils.draw import overlays
+
+    def broken(points, k, valid=None):
+        raise RuntimeError("cudaErrorLaunchFailure")
+
+    broken.frames = broken
+    monkeypatch.setattr(overlays, "knn_gpu", broken)
+    rng = np.random.default_rng(28)
+    path = (rng.random((3, 60, 2)) * [640, 360]).astype(np.float32)
+    visibility = np.ones((3, 60), bool)
+    with caplog.at_level("WARNING", logger="trackoverlay"):
+        got = overlays.link_overlay(path, visibility, GraphParams(k=3), LineStyle(), backend="gpu")
+    want = overlays.link_overlay(path, visibility, GraphParams(k=3), LineStyle(), backend="cpu")
+    assert "cudaErrorLaunchFailure" in caplog.text
+    for frame_want, frame_got in zip(want, got, strict=True):
+        np.testing.assert_array_equal(frame_got.layers[0].vertices, frame_want.layers[0].vertices)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.arrays import to_numpy
+from ..core.log import LOGGER
 from ..graph.knn_gpu import KNN_GPU_MAX_K, knn_gpu
 from ..graph.neighbours import GraphParams, build_edge_batch, knn_cpu, knn_query_count
 from ..tracks.contract import located
@@ -107,6 +108,18 @@ def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=No
     overrides the neighbour search (default: the backend's fastest).
     """
     xp = _array_module(backend)
+    if xp is not np:
+        try:
+            return _link_overlay(path, visibility, params, style, knn, xp)
+        except (ValueError, TypeError):
+            raise  # bad input: the CPU would refuse it too
+        except Exception as error:  # CuPy/CUDA errors have no common base class
+            LOGGER.warning("building the links on the GPU failed (%s: %s); building them on the CPU",
+                           type(error).__name__, error)
+    return _link_overlay(path, visibility, params, style, knn, np)
+
+
+def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, xp) -> list:
     visible = xp.asarray(_visible(path, visibility))
     points = xp.asarray(np.nan_to_num(np.asarray(path, np.float32)))
     frames, columns = visible.shape
