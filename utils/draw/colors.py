@@ -43,8 +43,8 @@ def parse_color(value, name: str = "color") -> np.ndarray:
     return np.array(channels, dtype=np.float32)
 
 
-def palette_colors(track_ids, palette: np.ndarray = TRACK_PALETTE) -> np.ndarray:
-    """Opaque RGBA colour per track id, cycling through ``palette``."""
-    ids = np.asarray(track_ids, dtype=np.int64)
-    rgb = palette[np.mod(ids, len(palette))]
-    return np.concatenate([rgb, np.ones(rgb.shape[:-1] + (1,), np.float32)], axis=-1)
+def palette_colors(track_ids, palette: np.ndarray = TRACK_PALETTE, xp=np):
+    """Opaque RGBA colour per track id, cycling through ``palette`` (``xp``: NumPy or CuPy)."""
+    ids = xp.asarray(track_ids, dtype=xp.int64)
+    rgb = xp.asarray(palette)[xp.mod(ids, len(palette))]
+    return xp.concatenate([rgb, xp.ones(rgb.shape[:-1] + (1,), dtype=xp.float32)], axis=-1)
