@@ -1,28 +1,35 @@
 """Draw the tracking overlay on a video, streaming frame by frame.
 
     python examples/overlay_video.py                      # the built-in demo -> overlay_demo.mp4
-    python examples/overlay_video.py clip.mp4 -o out.mp4  # detect points in clip.mp4 and overlay them
-    python examples/overlay_video.py clip.mp4 --tracks tracks.json --png-dir frames/
+    python examples/overlay_video.py clip.mp4             # detect points -> clip_overlay.mp4 beside clip.mp4
+    python examples/overlay_video.py clip.mp4 --tracks tracks.json -o out.mov
+    python examples/overlay_video.py clip.mp4 --layer-only -o overlay.mov   # ProRes 4444 with alpha
+    python examples/overlay_video.py clip.mp4 --start-frame 0 --end-frame 100 -o part1.mp4
     python examples/overlay_video.py --size 1920x1080 --frames 60   # dark canvas, synthetic tracks
 
 Without INPUT it renders the built-in procedural demo (glowing dots that are
 detected and tracked like any video); with --size, --frames or --tracks and no
-INPUT it draws on a plain dark canvas. The output is an H.264 MP4 with the
-input's size and frame rate, written atomically. Errors print one line and
-exit with status 2.
+INPUT it draws on a plain dark canvas. The output's extension picks its format
+(.mp4/.mov H.264 or HEVC, .webm VP9, .gif, a folder ending in / for PNGs); it
+keeps the input's size, frame times, orientation and audio, and is written
+atomically: it never replaces an input, and an existing file is replaced only
+by a complete one. Errors print one line and exit with status 2; SIGINT, SIGTERM
+and SIGHUP stop it cleanly (no file written) with status 130, 143 and 129.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import re
+import signal
 import sys
+import time
 
 import av
 from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
 from trackoverlay.utils.core.log import LOGGER
 from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from trackoverlay.utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
@@ -32,7 +39,10 @@ from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json
-from trackoverlay.utils.video.io import X264_PRESETS
+from trackoverlay.utils.video.budget import Budget
+from trackoverlay.utils.video.formats import CODECS
+from trackoverlay.utils.video.io import MAX_FPS, X264_PRESETS
+from trackoverlay.utils.video.paths import is_folder_spelling
 from trackoverlay.utils.video.stream import (
     DemoPoints,
     DetectedPoints,
@@ -43,22 +53,48 @@ from trackoverlay.utils.video.stream import (
 )
 
 PROG = "overlay_video.py"
-DEMO_OUTPUT = "overlay_demo.mp4"
-CANVAS_OUTPUT = "overlay_canvas.mp4"
+DEMO_NAME = "overlay_demo"
+CANVAS_NAME = "overlay_canvas"
 CANVAS_SIZE = (1920, 1080)
 CANVAS_FRAMES = 90
+MAX_FRAMES = 10_000_000  # a frame count or index above this is refused (over 3 days at 30 fps)
+MAX_POINTS = 100_000
+SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+if hasattr(signal, "SIGHUP"):
+    SIGNAL_STATUS[signal.SIGHUP] = 129
 
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad command line in one line (exit status 2)."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        _say(f"{self.prog}: error: {message} (see --help)")
+        self.exit(2)
+
+
+def whole(low: int, high: int):
+    """An argparse type: a whole number in ``low..high`` (no 400-digit surprises)."""
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"\s*[+-]?[0-9]{1,12}\s*", text) or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number in {low}..{high:,}, got {text}")
+        return int(text)
+    return parse
+
+
+def finite(text: str) -> float:
+    """An argparse type: a finite decimal number (no nan, inf or overflow)."""
+    try:
+        value = float(text) if re.fullmatch(r"\s*[+-]?[0-9._eE+-]{1,40}\s*", text) else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
 
 
 def size_type(text: str) -> tuple[int, int]:
     """``"1920x1080"`` -> (1920, 1080)."""
-    match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
+    match = re.fullmatch(r"\s*([0-9]{1,6})\s*[xX]\s*([0-9]{1,6})\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; write WIDTHxHEIGHT, e.g. 1920x1080")
     return int(match[1]), int(match[2])
@@ -66,37 +102,55 @@ def size_type(text: str) -> tuple[int, int]:
 
 def add_io_options(parser) -> None:
     parser.add_argument("input", nargs="?", help="video file to overlay (omit for the built-in demo)")
-    parser.add_argument("-o", "--output", metavar="OUT.mp4", help=f"MP4 to write (default: {DEMO_OUTPUT} for the "
-                        f"demo, {CANVAS_OUTPUT} for a canvas, INPUT_overlay.mp4 for a video)")
+    parser.add_argument("-o", "--output", metavar="OUT", help="file to write; its extension picks the format: "
+                        ".mp4 or .mov (H.264, or HEVC with --codec hevc), .webm (VP9), .gif, or a new folder "
+                        f"ending in / for PNGs (default: INPUT_overlay.mp4 beside INPUT, {DEMO_NAME}.mp4 for the "
+                        f"demo, {CANVAS_NAME}.mp4 for a canvas; _layer.mov with --layer-only)")
+    parser.add_argument("--layer-only", action="store_true", help="write the overlay alone with straight alpha, "
+                        "for compositing: .mov (ProRes 4444), .webm (VP9) or a folder ending in / (RGBA PNGs)")
+    parser.add_argument("--codec", choices=CODECS, default="h264", help=".mp4/.mov video codec "
+                        "(default: %(default)s)")
+    parser.add_argument("--no-audio", action="store_true", help="drop the input's audio (default: keep it, "
+                        "copied when the format allows, else re-encoded)")
     parser.add_argument("--tracks", metavar="FILE.json", help="draw these tracks (this pack's tracks JSON) "
                         "instead of detecting points")
     parser.add_argument("--backend", choices=BACKENDS, default="auto", help="renderer; auto = GPU when CuPy "
                         "can use one, else CPU (default: %(default)s)")
-    parser.add_argument("--png-dir", metavar="DIR", help="also write every frame as DIR/frame_000000.png, ...")
-    parser.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
-    parser.add_argument("--crf", type=int, default=18, metavar="N", help="H.264 quality 0..51, lower is "
+    parser.add_argument("--png-dir", metavar="DIR", help="also write every frame as DIR/frame_000000.png, ... "
+                        "(DIR must be new or empty)")
+    parser.add_argument("--start-frame", type=whole(0, MAX_FRAMES), default=0, metavar="N", help="first frame "
+                        "to render (0-based; default: %(default)s)")
+    parser.add_argument("--end-frame", type=whole(1, MAX_FRAMES), metavar="N", help="render up to frame N - 1; "
+                        "parts N0..N1 and N1..N2 join without a seam (default: the end)")
+    parser.add_argument("--max-frames", type=whole(0, MAX_FRAMES), metavar="N", help="stop after N frames")
+    parser.add_argument("--warmup-frames", type=whole(0, MAX_FRAMES), metavar="N", help="with detection and "
+                        "--start-frame: let the detector see only the N frames before the range (faster, close "
+                        "but not equal to the whole render; default: every earlier frame, exact)")
+    parser.add_argument("--memory-limit", type=finite, metavar="GB", help="refuse a render whose estimated "
+                        "memory exceeds this (default: half the memory the system reports as available)")
+    parser.add_argument("--crf", type=whole(0, 51), default=18, metavar="N", help="quality 0..51, lower is "
                         "better (default: %(default)s)")
-    parser.add_argument("--preset", choices=X264_PRESETS, default="medium", metavar="PRESET", help="x264 speed: "
+    parser.add_argument("--preset", choices=X264_PRESETS, default="medium", metavar="PRESET", help="encoder speed: "
                         f"{', '.join(X264_PRESETS)}; faster makes bigger files (default: %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     canvas = parser.add_argument_group("blank canvas (no INPUT; any of these, or --tracks, selects it)")
     canvas.add_argument("--size", type=size_type, metavar="WxH", help=f"canvas size (default: "
                         f"{CANVAS_SIZE[0]}x{CANVAS_SIZE[1]})")
-    canvas.add_argument("--frames", type=int, metavar="N", help=f"canvas length (default: the tracks' frame "
-                        f"count, else {CANVAS_FRAMES})")
-    canvas.add_argument("--fps", type=float, help="canvas frame rate (default: 30)")
+    canvas.add_argument("--frames", type=whole(0, MAX_FRAMES), metavar="N", help="canvas length (default: the "
+                        f"tracks' frame count, else {CANVAS_FRAMES})")
+    canvas.add_argument("--fps", type=finite, help=f"canvas frame rate, up to {MAX_FPS} (default: 30)")
 
 
 def add_detect_options(parser) -> None:
     group = parser.add_argument_group("point detection (when no --tracks)")
     group.add_argument("--detect-method", choices=METHODS, help="default: bright for the demo, else corners")
-    group.add_argument("--max-points", type=int, default=100, metavar="N", help="most points tracked at once "
+    group.add_argument("--max-points", type=whole(1, MAX_POINTS), default=100, metavar="N", help="most points tracked at once "
                        "(default: %(default)s)")
-    group.add_argument("--min-distance", type=float, metavar="PX", help="spacing of new points (default: 20; "
+    group.add_argument("--min-distance", type=finite, metavar="PX", help="spacing of new points (default: 20; "
                        "the demo: its own)")
-    group.add_argument("--sensitivity", type=float, default=0.5, metavar="F", help="0..1, higher finds more "
+    group.add_argument("--sensitivity", type=finite, default=0.5, metavar="F", help="0..1, higher finds more "
                        "(default: %(default)s)")
-    group.add_argument("--redetect-interval", type=int, default=5, metavar="N", help="look for new points "
+    group.add_argument("--redetect-interval", type=whole(1, MAX_FRAMES), default=5, metavar="N", help="look for new points "
                        "every N frames (default: %(default)s)")
 
 
@@ -104,17 +158,17 @@ def add_graph_options(parser) -> None:
     group = parser.add_argument_group("links (neighbour graph)")
     group.add_argument("--graph-mode", choices=MODES, default="knn", help="knn: k nearest; radius: all "
                        "within --radius (default: %(default)s)")
-    group.add_argument("--k", type=int, default=3, metavar="N", help="neighbours per point (default: "
+    group.add_argument("--k", type=whole(1, MAX_POINTS), default=3, metavar="N", help="neighbours per point (default: "
                        "%(default)s)")
-    group.add_argument("--radius", type=float, metavar="SIZE", help="link distance in radius mode "
+    group.add_argument("--radius", type=finite, metavar="SIZE", help="link distance in radius mode "
                        f"(default: {look('radius')})")
-    group.add_argument("--max-length", type=float, metavar="SIZE", help="drop longer links; 0 = no cap "
+    group.add_argument("--max-length", type=finite, metavar="SIZE", help="drop longer links; 0 = no cap "
                        "(default: 0)")
-    group.add_argument("--delta-y-cap", type=float, metavar="SIZE", help="drop links rising or falling more; "
+    group.add_argument("--delta-y-cap", type=finite, metavar="SIZE", help="drop links rising or falling more; "
                        "0 = no cap (default: 0)")
-    group.add_argument("--degree-cap", type=int, default=0, metavar="N", help="most links per point; 0 = no "
+    group.add_argument("--degree-cap", type=whole(0, MAX_POINTS), default=0, metavar="N", help="most links per point; 0 = no "
                        "cap (default: %(default)s)")
-    group.add_argument("--hysteresis", type=float, default=0.25, metavar="F", help="0..1 (below 1): existing "
+    group.add_argument("--hysteresis", type=finite, default=0.25, metavar="F", help="0..1 (below 1): existing "
                        "links may be this much longer before they switch, against flicker (default: %(default)s)")
 
 
@@ -124,57 +178,92 @@ def add_style_options(parser) -> None:
                         "%(default)s)")
     lines = parser.add_argument_group("line style")
     lines.add_argument("--no-lines", action="store_true", help="draw no links")
-    lines.add_argument("--line-width", type=float, metavar="SIZE", help=f"(default: {look('line_width')})")
+    lines.add_argument("--line-width", type=finite, metavar="SIZE", help=f"(default: {look('line_width')})")
     lines.add_argument("--line-color", default="#FFFFFF", metavar="HEX", help="#RRGGBB or #RRGGBBAA "
                        "(default: %(default)s)")
     lines.add_argument("--line-color-end", default="#00E5FF", metavar="HEX", help="gradient end colour "
                        "(default: %(default)s)")
     lines.add_argument("--gradient", action="store_true", help="fade each link from its start to its end colour")
-    lines.add_argument("--line-opacity", type=float, default=0.65, metavar="F", help="0..1 (default: %(default)s)")
+    lines.add_argument("--line-opacity", type=finite, default=0.65, metavar="F", help="0..1 (default: %(default)s)")
     lines.add_argument("--pattern", choices=LINE_PATTERNS, default="solid", help="(default: %(default)s)")
-    lines.add_argument("--dash-length", type=float, metavar="SIZE", help=f"(default: {look('dash_length')})")
-    lines.add_argument("--gap-length", type=float, metavar="SIZE", help=f"(default: {look('gap_length')})")
+    lines.add_argument("--dash-length", type=finite, metavar="SIZE", help=f"(default: {look('dash_length')})")
+    lines.add_argument("--gap-length", type=finite, metavar="SIZE", help=f"(default: {look('gap_length')})")
     lines.add_argument("--curve", choices=CURVE_KINDS, default="quadratic", help="(default: %(default)s)")
-    lines.add_argument("--bend", type=float, default=0.2, metavar="F", help="-2..2, how far curves bow, as a "
+    lines.add_argument("--bend", type=finite, default=0.2, metavar="F", help="-2..2, how far curves bow, as a "
                        "fraction of the link's length (default: %(default)s)")
     lines.add_argument("--bend-side", choices=BEND_SIDES, default="alternate", help="(default: %(default)s)")
     lines.add_argument("--color-mode", choices=COLOR_MODES, default="single", help="one colour, or a palette "
                        "colour per track, for lines and boxes (default: %(default)s)")
     boxes = parser.add_argument_group("box style")
     boxes.add_argument("--no-boxes", action="store_true", help="draw no boxes")
-    boxes.add_argument("--box-size", type=float, metavar="SIZE", help="width and height "
+    boxes.add_argument("--box-size", type=finite, metavar="SIZE", help="width and height "
                        f"(default: {look('box_size')})")
     boxes.add_argument("--box-size-mode", choices=SIZE_MODES, default="fixed", help="track: sizes from the "
                        "tracks file (default: %(default)s)")
-    boxes.add_argument("--box-stroke", type=float, metavar="SIZE", help="outline width; 0 = none "
+    boxes.add_argument("--box-stroke", type=finite, metavar="SIZE", help="outline width; 0 = none "
                        f"(default: {look('box_stroke')})")
     boxes.add_argument("--box-color", default="#FFFFFF", metavar="HEX", help="(default: %(default)s)")
-    boxes.add_argument("--box-opacity", type=float, default=0.9, metavar="F", help="0..1 (default: %(default)s)")
-    boxes.add_argument("--fill-opacity", type=float, default=0.12, metavar="F", help="0..1, 0 = hollow "
+    boxes.add_argument("--box-opacity", type=finite, default=0.9, metavar="F", help="0..1 (default: %(default)s)")
+    boxes.add_argument("--fill-opacity", type=finite, default=0.12, metavar="F", help="0..1, 0 = hollow "
                        "(default: %(default)s)")
     boxes.add_argument("--fill-color", metavar="HEX", help="(default: the outline colour)")
-    boxes.add_argument("--roundness", type=float, default=0.35, metavar="F", help="0..1, corner radius as a "
+    boxes.add_argument("--roundness", type=finite, default=0.35, metavar="F", help="0..1, corner radius as a "
                        "fraction of half the shorter side (default: %(default)s)")
     boxes.add_argument("--box-shape", choices=BOX_SHAPES, default="rounded", help="(default: %(default)s)")
-    boxes.add_argument("--bracket-length", type=float, default=0.25, metavar="F", help="0..0.5, bracket arm "
+    boxes.add_argument("--bracket-length", type=finite, default=0.25, metavar="F", help="0..0.5, bracket arm "
                        "as a fraction of the shorter side (default: %(default)s)")
 
 
-class LazyBar:
-    """A tqdm bar that appears with the first finished frame (so early errors print alone)."""
+def _say(line: str) -> None:
+    """One line to stderr; a closed or full stderr is ignored (never a traceback)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class QuietHandler(logging.StreamHandler):
+    """Log lines to a stream, above any progress bar; a stream that fails (closed pipe, full disk) goes quiet."""
+
+    def emit(self, record) -> None:
+        if self.stream is None:
+            return
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # noqa: BLE001 - whatever the stream raised, logging must not
+            self.stream = None
+
+    def handleError(self, record) -> None:
+        self.stream = None
+
+
+class ProgressBar:
+    """A tqdm bar that appears with the first drawn frame (so early errors print alone) and is gone at the end.
+
+    The run's last line is then the one summary line. A bar whose stream fails stops drawing, silently.
+    """
 
     def __init__(self, total: int | None):
         self.total = total
         self.bar = None
+        self.broken = sys.stderr is None
 
     def __call__(self, done: int) -> None:
-        if self.bar is None:
-            self.bar = tqdm(total=self.total, unit="frame", dynamic_ncols=True)
-        self.bar.update(done - self.bar.n)
+        if self.broken:
+            return
+        try:
+            if self.bar is None:
+                self.bar = tqdm(total=self.total, unit="frame", dynamic_ncols=True, leave=False, file=sys.stderr)
+            self.bar.update(done - self.bar.n)
+        except (OSError, ValueError):
+            self.broken = True
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.close()
+            try:
+                self.bar.close()
+            except (OSError, ValueError):
+                pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,19 +311,28 @@ def input_mode(args, tracks) -> str:
     return "canvas" if canvas_options or tracks is not None else "demo"
 
 
-def open_source(args, mode: str, tracks) -> tuple[FrameSource, str]:
-    """The frames to draw on and the default output name."""
+def default_output(args, mode: str) -> str:
+    """``INPUT_overlay.mp4`` beside INPUT (``_layer.mov`` for the layer), or a demo/canvas name here."""
+    suffix, extension = ("_layer", ".mov") if args.layer_only else ("_overlay", ".mp4")
     if mode == "video":
-        stem = os.path.splitext(os.path.basename(args.input))[0]
-        return FrameSource.from_video(args.input), f"{stem}_overlay.mp4"
+        folder, name = os.path.split(args.input)
+        return os.path.join(folder, os.path.splitext(name)[0] + suffix + extension)
+    stem = CANVAS_NAME if mode == "canvas" else DEMO_NAME
+    return stem + ("_layer" if args.layer_only else "") + extension
+
+
+def open_source(args, mode: str, tracks) -> FrameSource:
+    """The frames to draw on."""
+    if mode == "video":
+        return FrameSource.from_video(args.input)
     if mode == "canvas":
         width, height = args.size or CANVAS_SIZE
         frames = args.frames
         if frames is None:
             frames = tracks.frame_count if tracks is not None and tracks.frame_count > 1 else CANVAS_FRAMES
         clip = DemoClip(width, height, frames, 30 if args.fps is None else args.fps)
-        return FrameSource.from_demo(clip, canvas=True), CANVAS_OUTPUT
-    return FrameSource.from_demo(DemoClip()), DEMO_OUTPUT
+        return FrameSource.from_demo(clip, canvas=True)
+    return FrameSource.from_demo(DemoClip())
 
 
 def point_source(args, mode: str, source: FrameSource, tracks):
@@ -247,51 +345,126 @@ def point_source(args, mode: str, source: FrameSource, tracks):
     defaults = source.clip.detect_params() if mode == "demo" else {}
     params = {**defaults, **{name: value for name, value in chosen.items() if value is not None}}
     return DetectedPoints(TrackDetector(args.max_points, sensitivity=args.sensitivity,
-                                        redetect_interval=args.redetect_interval, **params))
+                                        redetect_interval=args.redetect_interval, **params),
+                          warmup=args.warmup_frames)
 
 
-def run(args) -> int:
-    """Render as the options say; returns the number of frames written."""
+def memory_budget(gigabytes: float | None) -> Budget:
+    """The memory the render may use: ``gigabytes``, or the default share of what is available."""
+    if gigabytes is None:
+        return Budget()
+    if gigabytes <= 0:
+        raise ValueError(f"--memory-limit must be > 0 GB, got {gigabytes:g}")
+    return Budget(int(gigabytes * 1e9))
+
+
+def expected_frames(args, source: FrameSource) -> int | None:
+    """How many frames the render should draw, for the progress bar (None: unknown)."""
+    stops = [value for value in (source.frame_count or None, args.end_frame,
+                                 None if args.max_frames is None else args.start_frame + args.max_frames)
+             if value is not None]
+    return max(0, min(stops) - args.start_frame) if stops else None
+
+
+def run(args) -> tuple[int, str]:
+    """Render as the options say; returns the number of frames written and the output."""
     tracks = None if args.tracks is None else load_tracks_json(args.tracks)
     mode = input_mode(args, tracks)
-    source, default_output = open_source(args, mode, tracks)
+    output = args.output if args.output is not None else default_output(args, mode)
+    source = open_source(args, mode, tracks)
     try:
         spec = overlay_spec(args, source.height)
         points = point_source(args, mode, source, tracks)
+        renderer, info = make_renderer(args.backend)
     except BaseException:
         source.close()
         raise
-    renderer, info = make_renderer(args.backend)
     LOGGER.info("renderer: %s", info.selected)
     LOGGER.debug("backend:\n%s", info.describe())
-    output = args.output or default_output
-    total = min(filter(None, (source.frame_count, args.max_frames)), default=None)
-    LOGGER.info("%s: %dx%d at %.3g fps -> %s", args.input or mode, source.width, source.height,
-                float(source.fps), output)
-    bar = LazyBar(total)
+    what = "PNG sequence" if is_folder_spelling(output) else "video"
+    LOGGER.info("%s: %dx%d at %.3g fps -> %s %s%s", args.input or mode, source.width, source.height,
+                float(source.fps), what, output, " (overlay only, straight alpha)" if args.layer_only else "")
+    bar = ProgressBar(expected_frames(args, source))
     try:
-        with logging_redirect_tqdm():
-            count = render_video(source, points, spec, renderer, output, png_dir=args.png_dir,
-                                 max_frames=args.max_frames, crf=args.crf, preset=args.preset, progress=bar)
+        count = render_video(source, points, spec, renderer, output, png_dir=args.png_dir,
+                             max_frames=args.max_frames, crf=args.crf, preset=args.preset, progress=bar,
+                             start_frame=args.start_frame, end_frame=args.end_frame, layer_only=args.layer_only,
+                             codec=args.codec, audio=not args.no_audio, inputs=[args.tracks],
+                             budget=memory_budget(args.memory_limit))
     finally:
         bar.close()
-    LOGGER.info("wrote %d frames to %s", count, output)
-    return count
+        renderer.close()
+    return count, output
+
+
+class Stopped(BaseException):
+    """A termination signal (SIGTERM, SIGHUP) raised where the program is, like Ctrl-C's KeyboardInterrupt."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def install_signal_handlers() -> None:
+    """SIGINT, SIGTERM and SIGHUP stop the run through the same clean-up; a second signal is ignored."""
+    received = []
+
+    def stop(signum, frame):
+        if received:
+            return
+        received.append(signum)
+        raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
+
+    for signum in SIGNAL_STATUS:
+        signal.signal(signum, stop)
+
+
+def setup_logging(verbose: bool) -> None:
+    """Log lines to stdout (stderr carries the progress bar and errors only)."""
+    for old in [h for h in LOGGER.handlers if isinstance(h, QuietHandler)]:
+        LOGGER.removeHandler(old)
+    handler = QuietHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    LOGGER.addHandler(handler)
+    LOGGER.setLevel(logging.DEBUG if verbose else logging.INFO)
+    LOGGER.propagate = False
+
+
+def flush_streams() -> None:
+    """Flush stdout/stderr now; if they are closed or full, point them at /dev/null so exit stays quiet."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            except (OSError, ValueError):
+                pass
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stdout,
-                        format="%(levelname)s: %(message)s")  # stderr: progress bar and errors only
+    setup_logging(args.verbose)
+    started = time.monotonic()
+    if __name__ == "__main__":
+        install_signal_handlers()
     try:
-        run(args)
-    except (ValueError, TypeError, OSError, RuntimeError, av.error.FFmpegError) as error:
-        message = " ".join(str(error).split())
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        count, output = run(args)
+    except (ValueError, TypeError, OSError, RuntimeError, MemoryError, av.error.FFmpegError) as error:
+        _say(f"{PROG}: error: {' '.join(str(error).split())}")
         return 2
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; no video was written", file=sys.stderr)
-        return 130
+        _say(f"{PROG}: interrupted (SIGINT); no video was written")
+        return SIGNAL_STATUS[signal.SIGINT]
+    except Stopped as stop:
+        _say(f"{PROG}: stopped by {signal.Signals(stop.signum).name}; no video was written")
+        return SIGNAL_STATUS[stop.signum]
+    finally:
+        flush_streams()
+    seconds = time.monotonic() - started
+    LOGGER.info("wrote %d frames to %s in %.1f s (%.1f frames/s)", count, output, seconds, count / max(seconds, 1e-9))
+    flush_streams()
     return 0
 
 

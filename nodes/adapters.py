@@ -28,6 +28,8 @@ def _host_float32(value, name: str, kind: str) -> np.ndarray:
 
     if not (value.is_floating_point() or value.dtype in (torch.uint8, torch.bool)):
         raise TypeError(f"{name} must hold floats in 0..1 (or uint8 0..255), got {value.dtype}")
+    if value.device.type == "meta":
+        raise TypeError(f"{name} is a tensor on the 'meta' device (a shape without data); connect real frames")
     array = value.detach().to(device="cpu", dtype=torch.float32).numpy()
     return array / np.float32(255.0) if value.dtype == torch.uint8 else array
 
@@ -109,10 +111,14 @@ def _box_rows(frame, label: str) -> np.ndarray:
         if missing:
             raise ValueError(f"{where} is missing {', '.join(missing)}; each box needs x, y (top-left), "
                              "width and height in pixels")
+        values = [box[key] for key in ("x", "y", "width", "height")]
         try:
-            row = [float(box[key]) for key in ("x", "y", "width", "height")]
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: x, y, width, height must be numbers") from None
+            if any(isinstance(value, (str, bytes, bool, np.bool_)) for value in values):
+                raise TypeError
+            row = [float(value) for value in values]
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{where}: x, y, width, height must be numbers (not text or true/false) within "
+                             f"±{POSITION_LIMIT:,.0f} pixels") from None
         if not all(abs(value) <= POSITION_LIMIT for value in row) or row[2] < 0 or row[3] < 0:
             raise ValueError(f"{where}: x, y, width, height must be finite pixels within ±{POSITION_LIMIT:,.0f} "
                              f"and width, height >= 0, got {row}")

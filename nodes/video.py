@@ -29,6 +29,7 @@ from .tracks import detect_widgets
 from .widgets import VIDEO_CATEGORY, backend_input, boolean, combo, defaults, int_input, tracks_input
 
 OUTPUT_PREFIX = "TrackOverlay/overlay"
+LAYER_PREFIX = "TrackOverlay/layer"
 # (the widgets reused, engine class they configure, name prefix here, tooltip note)
 GROUPS = {
     "detect": (detect_widgets, TrackDetector, "detect_", "Detection (when 'tracks' is not connected):"),
@@ -91,12 +92,14 @@ def _video_file(video, folder: str):
         os.remove(copy)
 
 
-def _output_path(folder_paths) -> str:
-    """A new ``TrackOverlay/overlay_00001_.mp4``-style path in ComfyUI's temp folder."""
-    temp = folder_paths.get_temp_directory()
-    folder, name, counter, _, _ = folder_paths.get_save_image_path(OUTPUT_PREFIX, temp)
+def _output_path(folder_paths, layer_only: bool) -> str:
+    """A new path: ``TrackOverlay/overlay_00001_.mp4`` in the temp folder, or ``TrackOverlay/layer_00001_.mov``
+    in the output folder (core Save Video writes MP4 only, so the node keeps the ProRes file itself)."""
+    root = folder_paths.get_output_directory() if layer_only else folder_paths.get_temp_directory()
+    prefix, extension = (LAYER_PREFIX, ".mov") if layer_only else (OUTPUT_PREFIX, ".mp4")
+    folder, name, counter, _, _ = folder_paths.get_save_image_path(prefix, root)
     os.makedirs(folder, exist_ok=True)
-    return os.path.join(folder, f"{name}_{counter:05}_.mp4")
+    return os.path.join(folder, f"{name}_{counter:05}_{extension}")
 
 
 def _progress(total: int):
@@ -118,8 +121,10 @@ class OverlayVideoNode(io.ComfyNode):
                             "video overlay"],
             description="Decodes a video frame by frame, finds points (or takes the connected tracks), links "
                         "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
-                        "memory does not grow with the video's length. Audio is not kept. Connect the output "
-                        "to Save Video.",
+                        "memory does not grow with the video's length. The audio is kept. Connect the output "
+                        "to Save Video. With layer_only it saves the overlay alone with alpha (ProRes 4444 .mov) "
+                        "in ComfyUI's output folder for compositing (Save Video cannot store ProRes).",
+            is_output_node=True,  # runs without a consumer: the layer_only file is itself the result
             inputs=[
                 io.Video.Input("video", tooltip="The video to draw on (from Load Video, for example)."),
                 backend_input(),
@@ -135,6 +140,11 @@ class OverlayVideoNode(io.ComfyNode):
                 int_input("max_frames", 0, Range(0), "Stop after this many frames; 0 = the whole video."),
                 tracks_input(optional=True, tooltip="Tracks to draw instead of detecting points: one track frame "
                              "per video frame, or one for all (pixel coordinates of this video)."),
+                boolean("keep_audio", True, "Keep the video's sound (copied as it is, or re-encoded to AAC).",
+                        optional=True),
+                boolean("layer_only", False, "Save the overlay alone with straight (not premultiplied) alpha as "
+                        "output/TrackOverlay/layer_*.mov (ProRes 4444) for compositing; off: the overlay drawn "
+                        "over the video (H.264, in the temp folder for Save Video).", optional=True),
                 *_group_inputs("detect", optional=True),  # after the inputs of saved workflows
             ],
             outputs=[io.Video.Output("video", tooltip="The video with the overlay drawn on every frame (same size "
@@ -143,7 +153,7 @@ class OverlayVideoNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, video, backend, draw_lines, draw_boxes, units, crf, preset, max_frames, tracks=None,
-                **widgets) -> io.NodeOutput:
+                keep_audio=True, layer_only=False, **widgets) -> io.NodeOutput:
         import folder_paths
 
         temp = folder_paths.get_temp_directory()
@@ -152,14 +162,15 @@ class OverlayVideoNode(io.ComfyNode):
             spec = _overlay_spec(widgets, pixels_per_unit(units, source.height), draw_lines, draw_boxes)
             points = (DetectedPoints(TrackDetector(**_group_values("detect", widgets))) if tracks is None
                       else TrackPoints(normalize_tracks(tracks), name="tracks"))
-            output = _output_path(folder_paths)
+            output = _output_path(folder_paths, layer_only)
             total = min(filter(None, (source.frame_count, max_frames)), default=0)
             renderer, info = make_renderer(backend)
             LOGGER.info("Overlay Video: %dx%d, about %d frame(s), on %s -> %s", source.width, source.height,
                         total, info.selected, output)
             try:
                 count = render_video(source, points, spec, renderer, output, max_frames=max_frames or None,
-                                     crf=crf, preset=preset, progress=_progress(total))
+                                     crf=crf, preset=preset, progress=_progress(total), audio=keep_audio,
+                                     layer_only=layer_only)
             finally:
                 renderer.close()
         LOGGER.info("Overlay Video: wrote %d frame(s) to %s", count, output)

@@ -45,10 +45,13 @@ def test_blank_canvas(tmp_path):
 
 
 def test_video_with_png_dir_keeps_size_rate_and_count(tmp_path, demo_clip_file):
-    result = run_cli(demo_clip_file, "--png-dir", "frames", "--detect-method", "bright", "--min-distance", 6,
+    (tmp_path / "shot").mkdir()
+    clip = tmp_path / "shot" / "dots.mp4"
+    clip.write_bytes(demo_clip_file.read_bytes())
+    result = run_cli(clip, "--png-dir", "frames", "--detect-method", "bright", "--min-distance", 6,
                      "--box-shape", "brackets", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert size_rate_count(tmp_path / "dots_overlay.mp4") == (160, 96, 12, 8)
+    assert size_rate_count(tmp_path / "shot" / "dots_overlay.mp4") == (160, 96, 12, 8)  # beside the input
     pngs = sorted((tmp_path / "frames").iterdir())
     assert [p.name for p in pngs] == [f"frame_{i:06d}.png" for i in range(8)]
     assert cv2.imread(str(pngs[-1])).shape == (96, 160, 3)
@@ -74,7 +77,7 @@ def test_ctrl_c_leaves_no_file(tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
-    assert "interrupted; no video was written" in stderr
+    assert "interrupted (SIGINT); no video was written" in stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -9,11 +9,13 @@ from trackoverlay.utils.core.arrays import array_module
 from trackoverlay.utils.graph.knn_gpu import knn_gpu
 from trackoverlay.utils.graph.neighbours import (
     GraphParams,
+    build_edge_batch,
     build_edge_sequence,
     build_edges,
     edge_churn,
     edge_lengths,
     knn_cpu,
+    knn_cpu_frames,
     pairs_within_cpu,
 )
 
@@ -369,6 +371,33 @@ def test_sequence_without_hysteresis_equals_per_frame_edges():
     assert len(sequence) == 5
     for t, edges in enumerate(sequence):
         np.testing.assert_array_equal(edges, build_edges(path[t], params, valid=visibility[t])[0])
+
+
+@pytest.mark.parametrize("params", [GraphParams(k=3), GraphParams(k=3, degree_cap=2, max_length=150.0)])
+def test_batched_knn_plug_gives_the_per_frame_plug_graph(params):
+    path, visibility = jittered_tracks(points=40, frames=6)
+    visibility[1, :38] = False  # two points left: fewer than k
+    visibility[2, :39] = False  # one point: no edges
+    visibility[3] = False
+    visibility[4, ::3] = False
+    frame, edges, lengths = build_edge_batch(path, visibility, params)  # knn_cpu.frames: all frames at once
+    per_frame = build_edge_sequence(path, visibility, params, knn=lambda points, k: knn_cpu(points, k))
+    assert np.all(np.diff(frame) >= 0)
+    for t, want in enumerate(per_frame):
+        np.testing.assert_array_equal(edges[frame == t], want)
+        np.testing.assert_array_equal(lengths[frame == t], edge_lengths(path[t], want))
+    assert len(per_frame[1]) == (1 if params.max_length == 0 else len(per_frame[1])) <= 1
+    assert len(per_frame[2]) == len(per_frame[3]) == 0
+
+
+def test_knn_cpu_frames_marks_invalid_and_missing_neighbours():
+    points = random_points(5, seed=3)[None].repeat(2, axis=0)
+    valid = np.array([[True] * 5, [True, False, True, False, False]])
+    idx, dist = knn_cpu_frames(points, 3, valid)
+    assert idx.shape == dist.shape == (2, 5, 3)
+    np.testing.assert_array_equal(idx[0], knn_cpu(points[0], 3)[0])
+    assert idx[1, 0].tolist() == [2, -1, -1] and idx[1, 2].tolist() == [0, -1, -1]
+    assert (idx[1, [1, 3, 4]] == -1).all() and np.isinf(dist[1, 1]).all()
 
 
 def test_sequence_treats_nonfinite_visible_slot_as_invisible():

@@ -3,6 +3,7 @@
 import logging
 import os
 import stat
+import types
 
 import av
 import cv2
@@ -107,10 +108,10 @@ def test_unwritable_output_fails_at_open(tmp_path, monkeypatch):
     with pytest.raises(IsADirectoryError, match=str(tmp_path)):
         VideoWriter(tmp_path)
 
-    def refuse(folder, name):
+    def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("trackoverlay.utils.video.io._create_part_file", refuse)  # folder modes do not stop root
+    monkeypatch.setattr(os, "open", refuse)  # folder modes do not stop root
     with pytest.raises(PermissionError, match=r"out.mp4.*not writable.*Permission denied"):
         VideoWriter(tmp_path / "out.mp4")
 
@@ -219,10 +220,13 @@ def test_corrupt_middle_does_not_crash(tmp_path):
 
 
 class _Frame:
+    format = types.SimpleNamespace(name="rgb24")
+    rotation, pts, time_base = 0, None, None
+
     def __init__(self, value, fail=False):
         self.value, self.fail = value, fail
 
-    def to_ndarray(self, format):
+    def to_ndarray(self, format, **options):
         if self.fail:
             raise ValueError("unsupported")
         return np.full((2, 2, 3), self.value, np.uint8)
@@ -238,30 +242,43 @@ class _Packet:
         return self.frames
 
 
-def test_bad_frames_mid_stream_are_logged_and_skipped(caplog):
-    from trackoverlay.utils.video.io import _decoded_frames
+class _Container:
+    def __init__(self, packets):
+        self.packets = packets
 
+    def demux(self, stream):
+        return iter(self.packets)
+
+
+def _decoded(packets):
+    """Images from the decoder loop over fake packets, and its counts."""
+    from trackoverlay.utils.video.io import DecodeStats, _decode
+
+    stats = DecodeStats()
+    return [item.image for item in _decode(_Container(packets), None, "clip.mp4", 0, stats)], stats
+
+
+def test_bad_frames_mid_stream_are_logged_and_skipped(caplog):
     bad = av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
     packets = [_Packet([_Frame(0)]), _Packet(error=bad), _Packet([_Frame(2), _Frame(3, fail=True)]),
                _Packet([_Frame(4)])]
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
-        values = [int(frame[0, 0, 0]) for frame in _decoded_frames(packets, "clip.mp4")]
-    assert values == [0, 2, 4]
+        images, stats = _decoded(packets)
+    assert [int(frame[0, 0, 0]) for frame in images] == [0, 2, 4]
+    assert (stats.read, stats.failed, stats.ended_early) == (3, 2, False)
     assert "clip.mp4: frame 1 failed to decode" in caplog.text
     assert "clip.mp4: frame 3 failed to convert" in caplog.text
 
 
 def test_demuxer_error_ends_stream_with_warning(caplog):
-    from trackoverlay.utils.video.io import _decoded_frames
-
     def packets():
         yield _Packet([_Frame(7)])
         raise av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
 
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
-        frames = list(_decoded_frames(packets(), "clip.mp4"))
-    assert len(frames) == 1
-    assert "stopped reading after frame 1" in caplog.text
+        frames, stats = _decoded(packets())
+    assert len(frames) == 1 and stats.ended_early
+    assert "stopped reading at frame 1" in caplog.text
 
 
 def test_write_png_round_trip(tmp_path):
@@ -278,3 +295,36 @@ def test_write_png_round_trip(tmp_path):
         write_png(tmp_path / "bad.png", frame.astype(np.float32))
     with pytest.raises(FileNotFoundError):
         write_png(tmp_path / "missing" / "x.png", frame)
+
+
+def test_colours_survive_the_round_trip_and_are_tagged_bt709(tmp_path):
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (200, 50, 30), (0, 0, 0), (255, 255, 255), (90, 160, 220)]
+    frames = [np.full((32, 48, 3), colour, np.uint8) for colour in colours]
+    with VideoWriter(tmp_path / "solid.mp4", crf=0, preset="ultrafast") as writer:
+        for frame in frames:
+            writer.write(frame)
+    with av.open(str(tmp_path / "solid.mp4")) as container:
+        first = next(container.decode(video=0))
+        assert (first.colorspace, first.color_range) == (1, 1)  # BT.709, limited range
+    for frame, back in zip(frames, iter_video_frames(tmp_path / "solid.mp4")):
+        assert np.abs(back.astype(int) - frame).max() <= 2, frame[0, 0]
+
+
+def test_bt709_converter_matches_ffmpeg_within_one_level():
+    from trackoverlay.utils.video.io import Bt709Converter
+
+    rng = np.random.default_rng(1)
+    smooth = cv2.resize(rng.integers(0, 256, (9, 12, 3), dtype=np.uint8), (96, 64), interpolation=cv2.INTER_CUBIC)
+    converter = Bt709Converter(64, 96, workers=3)
+    planes = converter.convert(smooth)
+    converter.close()
+    reference = av.VideoFrame.from_ndarray(smooth, format="rgb24").reformat(
+        format="yuv420p", dst_colorspace="itu709", dst_color_range="MPEG").to_ndarray()
+    assert np.abs(planes[:64].astype(int) - reference[:64]).max() <= 1  # luma
+    assert np.abs(planes[64:].astype(int) - reference[64:]).mean() <= 1.0  # chroma (2x2 averages vs FFmpeg's filter)
+    def back(i420):
+        return av.VideoFrame.from_ndarray(i420, format="yuv420p").to_ndarray(
+            format="rgb24", src_colorspace="itu709", src_color_range="MPEG").astype(int)
+
+    # saturated gradients lose some colour to 4:2:0 either way: no more than through FFmpeg's own converter
+    assert np.abs(back(planes) - smooth).mean() <= np.abs(back(reference) - smooth).mean() + 0.5

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+
+_HEX = re.compile(r"[0-9A-Fa-f]{3}|[0-9A-Fa-f]{6}|[0-9A-Fa-f]{8}")  # ASCII only: no '+f', ' f' or full-width digits
 
 # A qualitative palette that stays readable over most footage.
 TRACK_PALETTE = np.array([
@@ -19,17 +23,19 @@ def parse_color(value, name: str = "color") -> np.ndarray:
     Returns float32 [4] straight RGBA. Raises ``ValueError`` naming ``name``.
     """
     if isinstance(value, str):
-        text = value.strip().lstrip("#")
+        text = value.strip()
+        text = text[1:] if text.startswith("#") else text
+        if not _HEX.fullmatch(text):
+            raise ValueError(f"{name} {value!r} is not a colour: use hex digits, e.g. #00E5FF (#RGB, #RRGGBB "
+                             "or #RRGGBBAA; ASCII 0-9 and A-F only)")
         if len(text) == 3:
             text = "".join(ch * 2 for ch in text)
-        if len(text) not in (6, 8):
-            raise ValueError(f"{name} {value!r} is not a colour: use #RRGGBB or #RRGGBBAA")
-        try:
-            channels = [int(text[i:i + 2], 16) / 255.0 for i in range(0, len(text), 2)]
-        except ValueError:
-            raise ValueError(f"{name} {value!r} is not a colour: use hex digits, e.g. #00E5FF") from None
+        channels = [int(text[i:i + 2], 16) / 255.0 for i in range(0, len(text), 2)]
     else:
-        channels = [float(c) for c in np.asarray(value, dtype=np.float64).ravel()]
+        array = np.asarray(value)
+        if array.dtype.kind not in "iuf":  # bools, strings and objects are not colour channels
+            raise ValueError(f"{name} {value!r} must be 3 or 4 numbers in 0..1")
+        channels = [float(c) for c in array.astype(np.float64).ravel()]
         if len(channels) not in (3, 4) or not all(0.0 <= c <= 1.0 for c in channels):
             raise ValueError(f"{name} {value!r} must be 3 or 4 numbers in 0..1")
     if len(channels) == 3:
@@ -37,8 +43,8 @@ def parse_color(value, name: str = "color") -> np.ndarray:
     return np.array(channels, dtype=np.float32)
 
 
-def palette_colors(track_ids, palette: np.ndarray = TRACK_PALETTE) -> np.ndarray:
-    """Opaque RGBA colour per track id, cycling through ``palette``."""
-    ids = np.asarray(track_ids, dtype=np.int64)
-    rgb = palette[np.mod(ids, len(palette))]
-    return np.concatenate([rgb, np.ones(rgb.shape[:-1] + (1,), np.float32)], axis=-1)
+def palette_colors(track_ids, palette: np.ndarray = TRACK_PALETTE, xp=np):
+    """Opaque RGBA colour per track id, cycling through ``palette`` (``xp``: NumPy or CuPy)."""
+    ids = xp.asarray(track_ids, dtype=xp.int64)
+    rgb = xp.asarray(palette)[xp.mod(ids, len(palette))]
+    return xp.concatenate([rgb, xp.ones(rgb.shape[:-1] + (1,), dtype=xp.float32)], axis=-1)

@@ -85,10 +85,13 @@ def flatten(controls, tolerance: float = 0.05, xp=np):
     total = int(offsets[-1]) if count else 0
     if controls.shape[1] == 2:
         return controls.reshape(-1, 2).astype(xp.float32), offsets
-    index = xp.arange(total)
-    curve = xp.searchsorted(offsets[1:], index, side="right")
-    step = index - offsets[curve]
+    starts = xp.zeros(total, dtype=xp.int64)  # 1 where a curve (after the first) starts
+    starts[offsets[1:-1]] = 1
+    curve = xp.cumsum(starts)
+    step = xp.arange(total) - offsets[curve]
     t = (step / chords[curve]).astype(xp.float32)
     weights = _bernstein(t, controls.shape[1] - 1, xp)
-    vertices = (weights[:, :, None] * controls[curve]).sum(axis=1)
-    return vertices.astype(xp.float32), offsets
+    vertices = xp.zeros((total, 2), dtype=xp.float32)
+    for j in range(controls.shape[1]):  # sum of weight x control point, in control-point order
+        vertices += weights[:, j, None] * controls[curve, j]
+    return vertices, offsets

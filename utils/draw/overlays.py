@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph.neighbours import GraphParams, build_edge_sequence, knn_cpu
+from ..core.arrays import to_numpy
+from ..core.log import LOGGER
+from ..graph.knn_gpu import KNN_GPU_MAX_K, knn_gpu
+from ..graph.neighbours import GraphParams, build_edge_batch, knn_cpu, knn_query_count
 from ..tracks.contract import located
 from .colors import palette_colors, parse_color
 from .curves import bend_signs, control_points, flatten
@@ -12,52 +15,59 @@ from .display_list import Boxes, DisplayList, Polylines
 from .styles import BoxStyle, LineStyle
 
 
-def _dash(style: LineStyle, count: int):
+def _dash(style: LineStyle, count: int, xp=np):
     """(on, off) lengths and round-cap flags for every edge."""
     on_off = {"solid": (0.0, 0.0), "dashed": (style.dash_length, style.gap_length),
               "dotted": (0.0, style.gap_length)}[style.pattern]
-    dash = np.tile(np.array(on_off, np.float32), (count, 1))
-    return dash, np.full(count, style.pattern == "dotted")
+    dash = xp.tile(xp.asarray(on_off, dtype=xp.float32), (count, 1))
+    return dash, xp.full(count, style.pattern == "dotted")
 
 
-def _line_colors(style: LineStyle, id_a, id_b):
+def _line_colors(style: LineStyle, id_a, id_b, xp=np):
     """Start and end RGBA per edge, with the opacity folded into alpha."""
     count = len(id_a)
     if style.color_mode == "track":
-        start = palette_colors(np.minimum(id_a, id_b))
-        end = palette_colors(np.maximum(id_a, id_b)) if style.gradient else start
+        start = palette_colors(xp.minimum(id_a, id_b), xp=xp)
+        end = palette_colors(xp.maximum(id_a, id_b), xp=xp) if style.gradient else start
     else:
-        start = np.tile(parse_color(style.color), (count, 1))
-        end = np.tile(parse_color(style.color_end), (count, 1)) if style.gradient else start
-    opacity = np.array([1, 1, 1, style.opacity], np.float32)
+        start = xp.tile(xp.asarray(parse_color(style.color)), (count, 1))
+        end = xp.tile(xp.asarray(parse_color(style.color_end)), (count, 1)) if style.gradient else start
+    opacity = xp.asarray([1, 1, 1, style.opacity], dtype=xp.float32)
     return start * opacity, end * opacity
 
 
-def link_polylines(points: np.ndarray, track_ids: np.ndarray, edges: np.ndarray, style: LineStyle,
-                   opacity: np.ndarray | None = None) -> Polylines:
-    """Curves for ``edges`` (index pairs into ``points``), drawn from the lower track id.
+def link_geometry(points, track_ids, edges, style: LineStyle, xp=np, opacity=None) -> dict:
+    """The :class:`Polylines` fields of the curves for ``edges`` (index pairs into ``points``),
+    each drawn from its lower track id, as ``xp`` arrays (NumPy or CuPy), in edge order.
 
     ``opacity`` [N] (0..1 per point, e.g. a fading track) scales each end's alpha,
     so a link fades toward a point that fades.
     """
+    ids = xp.asarray(track_ids, dtype=xp.int64)
+    swap = ids[edges[:, 0]] > ids[edges[:, 1]]
+    a = xp.where(swap, edges[:, 1], edges[:, 0])
+    b = xp.where(swap, edges[:, 0], edges[:, 1])
+    signs = bend_signs(ids[a], ids[b], style.bend_side, xp=xp)
+    controls = control_points(points[a], points[b], style.curve, style.bend, signs, xp=xp)
+    vertices, offsets = flatten(controls, xp=xp)
+    start, end = _line_colors(style, ids[a], ids[b], xp=xp)
+    if opacity is not None:
+        opacity = xp.asarray(opacity, dtype=xp.float32)
+        start[:, 3] *= opacity[a]
+        end[:, 3] *= opacity[b]
+    dash, dash_round = _dash(style, len(edges), xp=xp)
+    return {"vertices": vertices, "offsets": offsets, "width": xp.full(len(edges), style.width, dtype=xp.float32),
+            "color_start": start, "color_end": end, "dash": dash, "dash_round": dash_round}
+
+
+def link_polylines(points: np.ndarray, track_ids: np.ndarray, edges: np.ndarray, style: LineStyle,
+                   opacity: np.ndarray | None = None) -> Polylines:
+    """Curves for ``edges`` (index pairs into ``points``), drawn from the lower track id
+    (``opacity`` [N]: see :func:`link_geometry`)."""
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     if len(edges) == 0:
         return Polylines.empty()
-    ids = np.asarray(track_ids, dtype=np.int64)
-    swap = ids[edges[:, 0]] > ids[edges[:, 1]]
-    a = np.where(swap, edges[:, 1], edges[:, 0])
-    b = np.where(swap, edges[:, 0], edges[:, 1])
-    signs = bend_signs(ids[a], ids[b], style.bend_side)
-    controls = control_points(points[a], points[b], style.curve, style.bend, signs)
-    vertices, offsets = flatten(controls)
-    start, end = _line_colors(style, ids[a], ids[b])
-    if opacity is not None:
-        opacity = np.asarray(opacity, np.float32)
-        start[:, 3] *= opacity[a]
-        end[:, 3] *= opacity[b]
-    dash, dash_round = _dash(style, len(edges))
-    return Polylines(vertices, offsets, np.full(len(edges), style.width, np.float32),
-                     start, end, dash, dash_round)
+    return Polylines(**link_geometry(np.asarray(points, np.float32), track_ids, edges, style, opacity=opacity))
 
 
 def box_primitives(centers: np.ndarray, sizes: np.ndarray, track_ids: np.ndarray, style: BoxStyle,
@@ -89,19 +99,72 @@ def _visible(path: np.ndarray, visibility: np.ndarray) -> np.ndarray:
     return visibility & located(path)
 
 
-def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=knn_cpu, opacity=None) -> list:
+def _frame_slices(frame_of_item: np.ndarray, frames: int) -> np.ndarray:
+    """Bounds [frames + 1] of each frame's run in items sorted by frame."""
+    return np.searchsorted(frame_of_item, np.arange(frames + 1))
+
+
+def _array_module(backend: str):
+    """NumPy, or CuPy when ``backend`` resolves to the GPU."""
+    from ..raster.backend import select_backend
+
+    if select_backend(backend).selected == "gpu":
+        import cupy
+
+        return cupy
+    return np
+
+
+def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=None, backend: str = "auto",
+                 opacity=None) -> list:
     """Per-frame display lists of the neighbour-graph curves of a track set.
 
     ``path`` float32 [T, N, 2], ``visibility`` bool [T, N]; columns are track ids.
     Positions that are NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden.
+    The graph and the curves of all frames are built at once, on the GPU when
+    ``backend`` resolves to it (NumPy and CuPy run the same code); ``knn``
+    overrides the neighbour search (default: the backend's fastest).
     ``opacity`` float32 [T, N] (the tracks' fades) scales each link end's alpha.
     """
-    visible = _visible(path, visibility)
-    sequence = build_edge_sequence(path, visible, params, knn=knn)
-    ids = np.arange(path.shape[1])
-    return [DisplayList((link_polylines(np.nan_to_num(path[t]), ids, sequence[t], style,
-                                        None if opacity is None else opacity[t]),))
-            for t in range(path.shape[0])]
+    xp = _array_module(backend)
+    if xp is not np:
+        try:
+            return _link_overlay(path, visibility, params, style, knn, xp, opacity)
+        except (ValueError, TypeError):
+            raise  # bad input: the CPU would refuse it too
+        except Exception as error:  # CuPy/CUDA errors have no common base class
+            LOGGER.warning("building the links on the GPU failed (%s: %s); building them on the CPU",
+                           type(error).__name__, error)
+    return _link_overlay(path, visibility, params, style, knn, np, opacity)
+
+
+def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, xp, opacity=None) -> list:
+    visible = xp.asarray(_visible(path, visibility))
+    points = xp.asarray(np.nan_to_num(np.asarray(path, np.float32)))
+    frames, columns = visible.shape
+    knn = knn or _fastest_knn(xp, params)
+    frame, edges, _ = build_edge_batch(points, visible, params, knn=knn)
+    nodes = edges + (frame * columns)[:, None]
+    alpha = None if opacity is None else xp.asarray(np.asarray(opacity, np.float32).reshape(-1))
+    geometry = link_geometry(points.reshape(-1, 2), xp.arange(frames * columns) % max(columns, 1), nodes, style, xp=xp,
+                             opacity=alpha)
+    host = {name: to_numpy(values) for name, values in geometry.items()}
+    edge_bounds = _frame_slices(to_numpy(frame), frames)
+    vertex_bounds = host["offsets"][edge_bounds]
+    overlays = []
+    for t in range(frames):
+        (a, b), (v0, v1) = edge_bounds[t:t + 2], vertex_bounds[t:t + 2]
+        fields = {name: values[a:b] for name, values in host.items() if name not in ("vertices", "offsets")}
+        lines = Polylines(host["vertices"][v0:v1], host["offsets"][a:b + 1] - v0, **fields) if b > a \
+            else Polylines.empty()
+        overlays.append(DisplayList((lines,)))
+    return overlays
+
+
+def _fastest_knn(xp, params: GraphParams):
+    """The fused GPU kernel for CuPy points (when it takes the neighbour count asked), else cKDTree."""
+    fits = knn_query_count(params, params.hysteresis > 0) <= KNN_GPU_MAX_K
+    return knn_gpu if xp is not np and fits else knn_cpu
 
 
 def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None) -> list:
@@ -110,16 +173,20 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None) -> 
     ``sizes`` float32 [T, N, 2] (w, h) is used when ``style.size_mode == 'track'``;
     tracks without a finite size fall back to ``style.size``. Positions that are
     NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden. ``opacity`` float32
-    [T, N] (the tracks' fades) scales each box's alpha.
+    [T, N] (the tracks' fades) scales each box's alpha. All frames' boxes are
+    built at once.
     """
     visible = _visible(path, visibility)
-    frames = []
-    for t in range(path.shape[0]):
-        columns = np.flatnonzero(visible[t])
-        wh = np.full((len(columns), 2), style.size, np.float32)
-        if style.size_mode == "track" and sizes is not None:
-            given = sizes[t, columns]
-            wh = np.where(np.isfinite(given) & (given >= 0), given, wh)
-        alpha = None if opacity is None else opacity[t, columns]
-        frames.append(DisplayList((box_primitives(path[t, columns], wh, columns, style, alpha),)))
-    return frames
+    frame, columns = np.nonzero(visible)
+    wh = np.full((len(columns), 2), style.size, np.float32)
+    if style.size_mode == "track" and sizes is not None:
+        given = sizes[frame, columns]
+        wh = np.where(np.isfinite(given) & (given >= 0), given, wh)
+    boxes = box_primitives(path[frame, columns], wh, columns, style,
+                           None if opacity is None else np.asarray(opacity)[frame, columns])
+    bounds = _frame_slices(frame, visible.shape[0])
+    return [DisplayList((Boxes(*(getattr(boxes, name)[a:b] for name in _BOX_FIELDS)),))
+            for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+_BOX_FIELDS = ("center", "half_size", "radius", "stroke_width", "stroke_color", "fill_color", "bracket")

@@ -1,1 +1,1 @@
-"""The neighbour graph: kNN / radius links with caps and hysteresis (CPU, GPU kernel, FAISS)."""
+"""The neighbour graph: kNN / radius links with caps and hysteresis (CPU, GPU kernel)."""

@@ -1,5 +1,6 @@
 // Exact 2-D k-nearest-neighbour search (the GPU twin of graph.neighbours.knn_cpu):
-// candidate slices in parallel, then a merge in slice order.
+// candidate slices in parallel, then a merge in slice order. Frames of a batch
+// ([frames, n] points) are searched independently, one grid layer each.
 
 #define KNN_BLOCK 128  // equals the launch block size
 
@@ -20,13 +21,18 @@ __device__ __forceinline__ void insert_candidate(float (&best)[K], int (&best_in
     }
 }
 
-// Exact 2-D kNN, stage 1: each query (x) scans one slice (y) of the candidates,
-// staged in shared memory, and writes its partial top-K (squared distances).
+// Exact 2-D kNN, stage 1: each query (x) scans one slice (y) of the candidates of
+// its frame (z), staged in shared memory, and writes its partial top-K (squared distances).
 template <int K>
 __global__ void knn2d_partial(const float2* __restrict__ points, const unsigned char* __restrict__ valid, int n,
                               int slice, int* __restrict__ part_index, float* __restrict__ part_distance) {
     __shared__ float2 staged[KNN_BLOCK];
     __shared__ unsigned char staged_valid[KNN_BLOCK];
+    long long frame = blockIdx.z;
+    points += frame * n;
+    if (valid != nullptr) valid += frame * n;
+    part_index += frame * gridDim.y * (long long)n * K;
+    part_distance += frame * gridDim.y * (long long)n * K;
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     float2 q = i < n ? points[i] : make_float2(0.0f, 0.0f);
     float best[K];
@@ -55,11 +61,18 @@ __global__ void knn2d_partial(const float2* __restrict__ points, const unsigned 
     for (int m = 0; m < K; ++m) { part_index[out + m] = best_index[m]; part_distance[out + m] = best[m]; }
 }
 
-// Stage 2: merge the slices' partial lists (in slice order, so ties keep the lower index).
+// Stage 2: merge the slices' partial lists (in slice order, so ties keep the lower index);
+// one grid row (y) per frame.
 template <int K>
 __global__ void knn2d_merge(const int* __restrict__ part_index, const float* __restrict__ part_distance,
                             const unsigned char* __restrict__ valid, int n, int k, int slices,
                             long long* __restrict__ out_index, float* __restrict__ out_distance) {
+    long long frame = blockIdx.y;
+    part_index += frame * slices * (long long)n * K;
+    part_distance += frame * slices * (long long)n * K;
+    if (valid != nullptr) valid += frame * n;
+    out_index += frame * n * (long long)k;
+    out_distance += frame * n * (long long)k;
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float best[K];

@@ -13,6 +13,8 @@ from ..core.cuda import cuda_kernel
 from .neighbours import neighbour_count
 
 _KNN_WIDTHS = (4, 8, 16, 32)
+KNN_GPU_MAX_K = _KNN_WIDTHS[-1]
+"""Most neighbours the fused kernel returns per point."""
 
 
 _SOURCE = Path(__file__).with_name("knn.cu")
@@ -24,39 +26,46 @@ def _kernel(name: str):
 
 
 def _launch_knn(points, mask, k: int, index, distance) -> None:
-    """Run the two-stage kNN kernels: candidate slices in parallel, then a merge."""
+    """Run the two-stage kNN kernels over [frames, n] points: candidate slices in parallel, then a merge."""
     import cupy
 
-    n = int(points.shape[0])
+    frames, n = int(points.shape[0]), int(points.shape[1])
     width = next(w for w in _KNN_WIDTHS if w >= k)
-    slices = int(np.clip(-(-131072 // n), 1, max(1, n // 128)))
+    slices = int(np.clip(-(-131072 // (n * frames)), 1, max(1, n // 128)))
     slice_size = -(-n // slices)
-    part_index = cupy.empty((slices, n, width), cupy.int32)
-    part_distance = cupy.empty((slices, n, width), cupy.float32)
-    _kernel(f"knn2d_partial<{width}>")((-(-n // 128), slices), (128,), (
+    part_index = cupy.empty((frames, slices, n, width), cupy.int32)
+    part_distance = cupy.empty((frames, slices, n, width), cupy.float32)
+    _kernel(f"knn2d_partial<{width}>")((-(-n // 128), slices, frames), (128,), (
         points, mask, np.int32(n), np.int32(slice_size), part_index, part_distance))
-    _kernel(f"knn2d_merge<{width}>")((-(-n // 128),), (128,), (
+    _kernel(f"knn2d_merge<{width}>")((-(-n // 128), frames), (128,), (
         part_index, part_distance, mask, np.int32(n), np.int32(k), np.int32(slices), index, distance))
 
 
 def knn_gpu(points, k: int, valid=None):
     """Exact k nearest neighbours of 2-D CuPy points (fused kernel), excluding self.
 
-    Returns ``(idx int64 [N, k'], dist float32 [N, k'])`` with ``k' = min(k, N - 1)``
-    (up to 32), rows sorted by distance with ties by index; -1 where fewer
-    valid neighbours exist. Same contract as ``graph.knn_cpu``.
+    ``points`` is [N, 2], or [T, N, 2] for T independent frames (``valid``
+    [N] or [T, N] then). Returns ``(idx int64 [..., N, k'], dist float32
+    [..., N, k'])`` with ``k' = min(k, N - 1)`` (up to 32), rows sorted by
+    distance with ties by index; -1 (and distance 3e38) where a point is
+    invalid or has fewer valid neighbours. Same contract as ``graph.knn_cpu``
+    (and ``knn_cpu.frames`` for batches).
     """
     import cupy
 
     points = cupy.ascontiguousarray(points, dtype=cupy.float32)
-    n = int(points.shape[0])
+    batch = points.reshape((-1,) + points.shape[-2:])
+    n = int(batch.shape[1])
     k = neighbour_count(k, n)
-    if k > _KNN_WIDTHS[-1]:
-        raise ValueError(f"knn_gpu supports k <= {_KNN_WIDTHS[-1]}, got {k}")
-    index = cupy.empty((n, max(k, 0)), cupy.int64)
-    distance = cupy.empty((n, max(k, 0)), cupy.float32)
-    if k < 1:
+    if k > KNN_GPU_MAX_K:
+        raise ValueError(f"knn_gpu supports k <= {KNN_GPU_MAX_K}, got {k}")
+    index = cupy.empty(points.shape[:-1] + (max(k, 0),), cupy.int64)
+    distance = cupy.empty(points.shape[:-1] + (max(k, 0),), cupy.float32)
+    if k < 1 or batch.shape[0] == 0:
         return index, distance
     mask = np.uint64(0) if valid is None else cupy.ascontiguousarray(valid, dtype=cupy.uint8)
-    _launch_knn(points, mask, k, index, distance)
+    _launch_knn(batch, mask, k, index, distance)
     return index, distance
+
+
+knn_gpu.frames = knn_gpu  # the batched form (see graph.neighbours): the kernel takes frames as they are

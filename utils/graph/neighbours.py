@@ -6,7 +6,10 @@ input (``xp``) and only functions both provide (sorts, ``unique``,
 :func:`knn_cpu` (``knn(points, k) -> (idx, dist)``) or, in radius mode,
 :func:`pairs_within_cpu` (``pairs_within(points, radius) -> pairs``); the CPU
 plugs use ``scipy.spatial.cKDTree`` and hand results back in the input's
-module, so a GPU plug can replace them without touching the graph logic.
+module, so a GPU plug can replace them without touching the graph logic. A
+kNN plug may also offer ``knn.frames(points [T, N, 2], k, valid [T, N])``
+(see :func:`knn_cpu_frames`): batches without hysteresis then search every
+frame in one call.
 
 Edges are undirected int64 ``[E, 2]`` index pairs with ``i < j``, unique and
 sorted by ``(i, j)``; lengths are float32 Euclidean distances in pixels. Every
@@ -189,6 +192,35 @@ def knn_cpu(points, k: int):
     return xp.asarray(idx), xp.asarray(dist.astype(np.float32))
 
 
+def knn_cpu_frames(points, k: int, valid):
+    """:func:`knn_cpu` of every frame's valid points at once (the batched form of the plug).
+
+    Args:
+        points: float ``[T, N, 2]`` (NumPy or CuPy); ``valid``: bool ``[T, N]``.
+        k: neighbours wanted, >= 1.
+
+    Returns:
+        ``(idx, dist)``: int64 and float32 ``[T, N, k']``, ``k' = min(k, N - 1)``,
+        frame-local indices; -1 (and inf) where a point is invalid or has
+        fewer valid neighbours; in the input's array module.
+    """
+    xp = array_module(points)
+    pts, mask = to_numpy(points), to_numpy(valid)
+    frames, n = mask.shape
+    width = max(min(int(k), n - 1), 0)
+    idx = np.full((frames, n, width), -1, np.int64)
+    dist = np.full((frames, n, width), np.inf, np.float32)
+    for t in range(frames):  # one tree per frame
+        ids = np.flatnonzero(mask[t])
+        near, far = knn_cpu(pts[t, ids], k)
+        idx[t, ids, :near.shape[1]] = ids[near]
+        dist[t, ids, :near.shape[1]] = far
+    return xp.asarray(idx), xp.asarray(dist)
+
+
+knn_cpu.frames = knn_cpu_frames
+
+
 def pairs_within_cpu(points, radius: float):
     """All index pairs ``i < j`` at distance <= ``radius`` (int64 ``[P, 2]``, input's module)."""
     xp = array_module(points)
@@ -200,13 +232,17 @@ def pairs_within_cpu(points, radius: float):
 # ---------------------------------------------------------------- candidates
 
 
+def knn_query_count(params: GraphParams, sticky: bool) -> int:
+    """Neighbours asked of the kNN plug: ``k``, or ``k + max(2, k)`` when sticky edges compete."""
+    return params.k + max(2, params.k) if sticky else params.k
+
+
 def _knn_keys(xp, pts, ids, n: int, params: GraphParams, knn, sticky):
     """Sorted unique pair keys of the kNN union (hysteresis-scored when ``sticky``)."""
     k = min(params.k, ids.size - 1)
     if k < 1:
         return xp.zeros(0, dtype=xp.int64)
-    query_k = params.k + max(2, params.k) if sticky is not None else params.k
-    idx, dist = knn(pts[ids], query_k)
+    idx, dist = knn(pts[ids], knn_query_count(params, sticky is not None))
     width = idx.shape[1]
     rows = xp.repeat(xp.arange(ids.size, dtype=xp.int64), width)
     cols = xp.asarray(idx, dtype=xp.int64).ravel()
@@ -324,32 +360,25 @@ def build_edges(points, params: GraphParams, knn=knn_cpu, valid=None, previous=N
     if params.hysteresis <= 0:
         sticky = None
     n = pts.shape[0]
-    ids = xp.nonzero(mask)[0].astype(xp.int64)
+    keys = _candidate_keys(xp, pts, xp.nonzero(mask)[0].astype(xp.int64), n, params, knn, pairs_within, sticky)
+    return _capped_edges(xp, pts, keys, n, params)
+
+
+def _candidate_keys(xp, pts, ids, n: int, params: GraphParams, knn, pairs_within, sticky):
+    """Sorted unique pair keys (over ``n`` nodes) proposed among the points ``pts[ids]`` of one frame."""
     if params.mode == "knn":
-        keys = _knn_keys(xp, pts, ids, n, params, knn, sticky)
-    else:
-        keys = _radius_keys(xp, pts, ids, n, params, pairs_within, sticky)
+        return _knn_keys(xp, pts, ids, n, params, knn, sticky)
+    return _radius_keys(xp, pts, ids, n, params, pairs_within, sticky)
+
+
+def _capped_edges(xp, pts, keys, n: int, params: GraphParams):
+    """Edges and lengths of the pair ``keys`` (over ``n`` nodes of ``pts``), caps applied."""
     edges = _decode(xp, keys, n)
     return _apply_caps(xp, pts, edges, edge_lengths(pts, edges), params)
 
 
-def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu,
-                        pairs_within=pairs_within_cpu):
-    """Per-frame edges over a track set, as pairs of track ids (columns).
-
-    Frame ``t`` links the visible points of ``track_path[t]`` with
-    :func:`build_edges`, passing frame ``t - 1``'s edges as ``previous`` so
-    hysteresis keys on track ids. A visible slot with a NaN/inf position (a
-    lost tracker emits NaN) is treated as invisible. Inputs are not modified.
-
-    Args:
-        track_path: float32 ``[T, N, 2]`` pixel positions (NumPy or CuPy).
-        visibility: bool ``[T, N]``.
-        params, knn, pairs_within: as in :func:`build_edges`.
-
-    Returns:
-        list of ``T`` int64 ``[E_t, 2]`` edge arrays (lengths: :func:`edge_lengths`).
-    """
+def _check_path(track_path, visibility):
+    """``(xp, path float32 [T, N, 2], valid bool [T, N])``: visible slots with finite positions."""
     xp = array_module(track_path)
     path = xp.asarray(track_path, dtype=xp.float32)
     vis = xp.asarray(visibility, dtype=bool)
@@ -361,12 +390,80 @@ def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu
     lost = int((vis & ~finite).sum())
     if lost:
         LOGGER.debug("graph: %d visible track slot(s) hold NaN/inf positions; treated as invisible", lost)
-    valid = vis & finite
-    sequence, previous = [], None
-    for t in range(path.shape[0]):
-        previous, _ = build_edges(path[t], params, knn, valid[t], previous, pairs_within)
-        sequence.append(previous)
-    return sequence
+    return xp, path, vis & finite
+
+
+def build_edge_batch(track_path, visibility, params: GraphParams, knn=knn_cpu, pairs_within=pairs_within_cpu):
+    """Every frame's edges at once, as pairs of track ids (columns).
+
+    The same edges as :func:`build_edge_sequence`, in one flat set: frame
+    ``t`` links the visible points of ``track_path[t]`` (hysteresis against
+    frame ``t - 1``'s edges). Without hysteresis frames are independent and
+    everything after the neighbour search runs once for the whole batch
+    (nodes numbered ``t * N + column``).
+
+    Returns:
+        ``(frame, edges, lengths)``: int64 ``[E]``, int64 ``[E, 2]`` (columns
+        ``i < j``) and float32 ``[E]``, sorted by ``(frame, i, j)``.
+    """
+    xp, path, valid = _check_path(track_path, visibility)
+    frames, columns = valid.shape
+    if params.hysteresis > 0 and frames > 0:
+        edges, lengths, previous = [], [], None
+        for t in range(frames):  # each frame needs the one before
+            previous, length = build_edges(path[t], params, knn, valid[t], previous, pairs_within)
+            edges.append(previous)
+            lengths.append(length)
+        frame = xp.repeat(xp.arange(frames, dtype=xp.int64), [len(part) for part in edges])
+        return frame, xp.concatenate(edges), xp.concatenate(lengths)
+    nodes = frames * columns
+    pts = xp.nan_to_num(path.reshape(nodes, 2))  # invalid slots are never read; NaN-free for the caps
+    if params.mode == "knn" and hasattr(knn, "frames"):
+        keys = _knn_frame_keys(xp, path, valid, params, knn.frames)
+    else:
+        ids = xp.nonzero(valid.reshape(nodes))[0].astype(xp.int64)
+        bounds = to_numpy(xp.searchsorted(ids, xp.arange(frames + 1, dtype=xp.int64) * columns))
+        keys = [_candidate_keys(xp, pts, ids[a:b], nodes, params, knn, pairs_within, None)
+                for a, b in zip(bounds[:-1], bounds[1:])]
+        keys = xp.concatenate(keys) if keys else xp.zeros(0, xp.int64)  # frame-major, so still sorted
+    edges, lengths = _capped_edges(xp, pts, keys, nodes, params)
+    return edges[:, 0] // columns, edges % columns, lengths
+
+
+def _knn_frame_keys(xp, path, valid, params: GraphParams, knn_frames):
+    """Sorted unique pair keys of every frame's kNN union (nodes ``t * N + column``), one plug call."""
+    frames, columns = valid.shape
+    if frames == 0 or columns < 2:
+        return xp.zeros(0, xp.int64)
+    idx, _ = knn_frames(path, params.k, valid)
+    frame, row, slot = xp.nonzero((idx >= 0) & valid[:, :, None])
+    base = frame.astype(xp.int64) * columns
+    return _unique(xp, _pair_keys(xp, base + row, base + idx[frame, row, slot], frames * columns))
+
+
+def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu,
+                        pairs_within=pairs_within_cpu):
+    """Per-frame edges over a track set, as pairs of track ids (columns).
+
+    Frame ``t`` links the visible points of ``track_path[t]`` as
+    :func:`build_edges` does, with frame ``t - 1``'s edges as ``previous`` so
+    hysteresis keys on track ids (all frames in one :func:`build_edge_batch`).
+    A visible slot with a NaN/inf position (a lost tracker emits NaN) is
+    treated as invisible. Inputs are not modified.
+
+    Args:
+        track_path: float32 ``[T, N, 2]`` pixel positions (NumPy or CuPy).
+        visibility: bool ``[T, N]``.
+        params, knn, pairs_within: as in :func:`build_edges`.
+
+    Returns:
+        list of ``T`` int64 ``[E_t, 2]`` edge arrays (lengths: :func:`edge_lengths`).
+    """
+    xp = array_module(track_path)
+    frame, edges, _ = build_edge_batch(track_path, visibility, params, knn, pairs_within)
+    frames = int(xp.asarray(track_path).shape[0])
+    bounds = to_numpy(xp.searchsorted(frame, xp.arange(frames + 1, dtype=xp.int64)))
+    return [edges[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def edge_churn(sequence) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Backend selection: which renderer runs, and why.
 
-Nothing here touches a GPU at import time; CuPy and FAISS are imported and
-probed on first use only.
+Nothing here touches a GPU at import time; CuPy is imported and probed on
+first use only.
 """
 
 from __future__ import annotations
@@ -22,13 +22,11 @@ class BackendChoice:
     selected: str
     reason: str
     gpu: dict = field(default_factory=dict)
-    faiss: str = "not checked"
 
     def describe(self) -> str:
         """A few human-readable lines for logs and the Backend Info node."""
         lines = [f"requested: {self.requested}", f"selected: {self.selected} ({self.reason})"]
         lines += [f"{key}: {value}" for key, value in self.gpu.items()]
-        lines.append(f"faiss: {self.faiss}")
         return "\n".join(lines)
 
 
@@ -60,17 +58,6 @@ def probe_gpu() -> tuple[bool, dict | str]:
         return False, f"CuPy cannot use the GPU ({type(error).__name__}: {error})"
 
 
-@functools.lru_cache(maxsize=1)
-def probe_faiss() -> str:
-    """FAISS version with its GPU count, or why it is unavailable."""
-    try:
-        import faiss
-    except Exception as error:
-        return f"not importable ({type(error).__name__}: {error})"
-    gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
-    return f"{faiss.__version__}, {gpus} GPU(s)"
-
-
 def select_backend(requested: str = "auto") -> BackendChoice:
     """Resolve ``auto``/``cpu``/``gpu`` to the backend that will run.
 
@@ -80,15 +67,15 @@ def select_backend(requested: str = "auto") -> BackendChoice:
     if requested not in BACKENDS:
         raise ValueError(f"backend {requested!r} is not one of {', '.join(BACKENDS)}")
     if requested == "cpu":
-        return BackendChoice("cpu", "cpu", "requested", faiss=probe_faiss())
+        return BackendChoice("cpu", "cpu", "requested")
     ok, facts = probe_gpu()
     if ok:
-        return BackendChoice(requested, "gpu", "CuPy runs on the GPU", gpu=facts, faiss=probe_faiss())
+        return BackendChoice(requested, "gpu", "CuPy runs on the GPU", gpu=facts)
     if requested == "gpu":
         raise RuntimeError(f"backend 'gpu' was requested but {facts}. Install CuPy for your CUDA "
                            "version (pip install cupy-cuda12x or cupy-cuda13x) or choose backend 'cpu'.")
     LOGGER.info("Track Overlay renders on the CPU: %s", facts)
-    return BackendChoice(requested, "cpu", str(facts), faiss=probe_faiss())
+    return BackendChoice(requested, "cpu", str(facts))
 
 
 def make_renderer(requested: str = "auto"):

@@ -44,12 +44,16 @@ class BandPool:
             return [function(item) for item in items]
         return list(self._executor().map(function, items))
 
-    def copy_async(self, frame: np.ndarray, out: np.ndarray) -> list:
-        """Start copying ``frame`` into ``out`` band by band; returns the futures to wait on."""
-        def copy(rows: range) -> None:
-            out[rows.start:rows.stop] = frame[rows.start:rows.stop]
+    def copy_async(self, frames: np.ndarray, out: np.ndarray) -> list:
+        """Start copying ``frames`` ([H, W, 3] or [n, H, W, 3], any strides) into ``out``
+        band by band; returns the futures to wait on."""
+        def copy(index: tuple) -> None:
+            np.copyto(out[index], frames[index])
 
-        return [self._executor().submit(copy, rows) for rows in self.bands(frame.shape[0])]
+        lead = frames.shape[:-3]
+        bands = self.bands(frames.shape[-3])
+        return [self._executor().submit(copy, frame + (slice(rows.start, rows.stop),))
+                for frame in np.ndindex(lead) for rows in bands]
 
     def blend(self, frame: np.ndarray, layer: SparseLayer) -> None:
         """Blend ``layer`` (ascending pixels) over ``frame`` in place, band by band."""

@@ -11,9 +11,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..core.arrays import array_module
 from ..core.checks import broadcast_length
 from ..draw.display_list import DisplayList
-from .layer import layer_to_rgba
+from .layer import FRAME_DTYPES, layer_to_rgba
 
 
 def _check_overlays(overlays: list) -> None:
@@ -33,34 +34,58 @@ class RenderedBatch:
     layer_alpha: Optional[np.ndarray] = None
 
 
-def render_batch(frames: np.ndarray, overlays: list, renderer, with_layer: bool = False,
+def frame_batch(frames):
+    """``frames`` as a NumPy or CuPy array without copying.
+
+    Takes NumPy and CuPy arrays and any DLPack tensor (e.g. a torch tensor on
+    the CPU or on a CUDA device); anything else is a ``TypeError``.
+    """
+    if isinstance(frames, np.ndarray) or type(frames).__module__.startswith("cupy"):
+        return frames
+    if hasattr(frames, "__dlpack__") and hasattr(frames, "__dlpack_device__"):
+        device_type = int(frames.__dlpack_device__()[0])
+        if device_type == _DLPACK_CPU:
+            return np.from_dlpack(frames)
+        if device_type == _DLPACK_CUDA:
+            import cupy
+
+            return cupy.from_dlpack(frames)
+        raise TypeError(f"frames live on a DLPack device of type {device_type}; give CPU or CUDA frames")
+    raise TypeError(f"frames must be a NumPy, CuPy or DLPack (e.g. torch) array, got {type(frames).__name__}")
+
+
+_DLPACK_CPU, _DLPACK_CUDA = 1, 2
+
+
+def render_batch(frames, overlays: list, renderer, with_layer: bool = False,
                  progress: Callable[[int, int], None] | None = None) -> RenderedBatch:
     """Draw ``overlays`` (one DisplayList per frame, or one for all) over ``frames``.
 
-    ``frames`` is [B, H, W, 3] uint8 or float32 and is never modified; the
-    result has the broadcast length and the input's dtype. ``progress(done,
-    total)`` is called after every frame (it may raise to stop the run).
+    ``frames`` is [B, H, W, 3] uint8 or float32 (NumPy, CuPy, or a DLPack
+    tensor such as a torch tensor on the CPU or a CUDA device, read without a
+    copy) and is never modified. The result has the broadcast length and the
+    input's dtype, on the input's side: a NumPy array for host frames, a CuPy
+    array for frames on the GPU (``torch.from_dlpack`` takes it without a
+    copy). ``progress(done, total)`` follows the work (it may raise to stop
+    the run). The layer outputs are host arrays.
     """
+    frames = frame_batch(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3:
         raise ValueError(f"frames must have shape [B, H, W, 3], got {list(frames.shape)}")
+    if np.dtype(frames.dtype) not in FRAME_DTYPES:
+        raise ValueError(f"frames dtype must be uint8 or float32, got {frames.dtype}")
+    if 0 in frames.shape:
+        raise ValueError(f"frames are empty (shape {list(frames.shape)})")
     _check_overlays(overlays)
     count = broadcast_length(**{"the image batch": len(frames), "the overlay": len(overlays)})
+    per_frame = list(overlays) if len(overlays) == count else [overlays[0]] * count
     height, width = frames.shape[1:3]
-    out = np.empty((count,) + frames.shape[1:], frames.dtype)
-    layer_rgb = np.zeros((count, height, width, 3), np.float32) if with_layer else None
-    layer_alpha = np.zeros((count, height, width), np.float32) if with_layer else None
-    for index in range(count):
-        frame = frames[index if len(frames) > 1 else 0]
-        display_list = overlays[index if len(overlays) > 1 else 0]
-        if with_layer:  # one rasterisation feeds both outputs
-            layer = renderer.rasterize(display_list, height, width)
-            renderer.composite(frame, layer, out=out[index])
-            layer_to_rgba(layer, layer_rgb[index], layer_alpha[index])
-        else:
-            renderer.render(frame, display_list, out=out[index])
-        if progress is not None:
-            progress(index + 1, count)
-    return RenderedBatch(out, layer_rgb, layer_alpha)
+    out = array_module(frames).empty((count,) + frames.shape[1:], frames.dtype)
+    layers = None
+    if with_layer:
+        layers = (np.zeros((count, height, width, 3), np.float32), np.zeros((count, height, width), np.float32))
+    renderer.render_frames(frames, per_frame, out, progress=progress, layers=layers)
+    return RenderedBatch(out, *(layers or ()))
 
 
 def render_layers(overlays: list, count: int, height: int, width: int, renderer,

@@ -169,7 +169,7 @@ class _LineLayer:
 
 
 def _line_layer(lines: Polylines) -> _LineLayer:
-    table = build_segment_table(lines)
+    table = build_segment_table(lines.vertices, lines.offsets)
     radius = lines.width[table.polyline] * 0.5 + 0.5
     delta = table.p1 - table.p0
     length = np.sqrt((delta * delta).sum(axis=1))

@@ -55,6 +55,10 @@ class FallbackRenderer:
         """See :meth:`CpuRenderer.render`."""
         return self._call("render", frame, display_list, out=out)
 
+    def render_frames(self, frames, overlays, out, progress=None, layers=None):
+        """See :meth:`Renderer.render_frames` (a GPU failure redraws the whole batch on the CPU)."""
+        return self._call("render_frames", frames, overlays, out, progress=progress, layers=layers)
+
     def rasterize(self, display_list, height: int, width: int):
         """See :meth:`CpuRenderer.rasterize`."""
         return self._call("rasterize", display_list, height, width)

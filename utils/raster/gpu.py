@@ -1,16 +1,25 @@
 """GPU renderer (CuPy): the tiled kernels of ``gpu_raster.cu``.
 
-The display list is flattened on the host into a few small arrays (a scene),
-uploaded, binned into 16x16 tiles on the GPU (count, prefix sum, fill, sort)
-and rasterised by one block per tile. Frames that live on the GPU are
-composited there (:meth:`GpuRenderer.render_device`); host frames get a
-sparse layer back and are composited on the host threads, so only the
-overlay's pixels cross the bus.
+The display lists of a whole batch become one scene: their layers are
+concatenated on the host (one array per field), uploaded once, and the
+segment table and primitive tables are built on the GPU (the same
+``build_segment_table`` the CPU rasteriser runs, on CuPy). Frames are then
+drawn in chunks: each chunk's primitives are binned into 16x16 tiles
+(one pass, an atomic cursor, a sort) and one block per tile composites the
+layer over the frame.
+
+Frames on the GPU are composited in place of a new batch there. Host frames
+travel in large chunks through reused pinned buffers: host threads copy a
+chunk in while the GPU draws the one before, and copy finished chunks out
+into the result, so the host never waits for the bus and each frame crosses
+it once each way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,23 +27,39 @@ import numpy as np
 from ..core.cuda import cuda_kernel
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList, Polylines
-from .layer import SparseLayer, check_frame, output_buffer
+from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
 from .renderer import Renderer
 from .segments import build_segment_table
 
 TILE = 16
 _SCENE_FIELDS = (
-    "prim_kind", "prim_ref", "seg_p0", "seg_p1", "seg_polyline", "seg_arc0",
+    "prim_kind", "prim_ref", "prim_frame", "seg_p0", "seg_p1", "seg_polyline", "seg_arc0",
     "line_width", "line_color0", "line_color1", "line_dash", "line_dash_round", "line_arc_total",
     "box_center", "box_half", "box_radius", "box_stroke", "box_stroke_color", "box_fill_color", "box_bracket",
 )
+# Display-list fields -> scene fields (and their dtype in the scene).
+_LINE_FIELDS = (("width", "line_width", np.float32), ("color_start", "line_color0", np.float32),
+                ("color_end", "line_color1", np.float32), ("dash", "line_dash", np.float32),
+                ("dash_round", "line_dash_round", np.int32))
+_BOX_FIELDS = (("center", "box_center", np.float32), ("half_size", "box_half", np.float32),
+               ("radius", "box_radius", np.float32), ("stroke_width", "box_stroke", np.float32),
+               ("stroke_color", "box_stroke_color", np.float32), ("fill_color", "box_fill_color", np.float32),
+               ("bracket", "box_bracket", np.float32))
 _PIXEL_TYPES = {np.dtype(np.uint8): "unsigned char", np.dtype(np.float32): "float"}
 _KEY_TYPES = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
+_BIN_THREADS = 128  # a multiple of the warp size (bin_tiles claims key slots per warp)
+HOST_CHUNK_BYTES = 128 * 2**20
+"""Host frames cross the bus in chunks of about this many bytes (at least one frame)."""
+DEVICE_CHUNK_BYTES = 1 << 30
+"""Frames on the GPU are binned and drawn in chunks of about this many bytes."""
+_SLOTS = 3  # pinned chunks in flight: one filling, one on the GPU, one draining
+_MAX_CHUNK_FRAMES = 1024  # keeps a chunk's launch grid and tile keys small for tiny frames
 
 
 def _kernel_names():
     for key in _KEY_TYPES.values():
         yield f"bin_tiles<{key}>"
+        yield f"tile_ranges<{key}>"
         yield f"layer_tiles<{key}>"
         for pixel in _PIXEL_TYPES.values():
             yield f"composite_tiles<{pixel}, {key}>"
@@ -54,93 +79,200 @@ def _memset(array, byte: int) -> None:
     cupy.cuda.runtime.memsetAsync(array.data.ptr, byte, array.nbytes, cupy.cuda.get_current_stream().ptr)
 
 
-def scene_arrays(display_list: DisplayList) -> dict:
-    """Flatten a display list into the kernel's scene tables (NumPy, drawing order)."""
-    kinds, refs = [], []
-    segments, lines, boxes = [], [], []
-    seg_count = line_count = box_count = 0
-    for layer in display_list.layers:
-        if isinstance(layer, Polylines):
-            table = build_segment_table(layer)
-            segments.append((table.p0, table.p1, table.polyline + line_count, table.arc_start))
-            lines.append((layer.width, layer.color_start, layer.color_end, layer.dash,
-                          layer.dash_round.astype(np.int32), table.arc_total))
-            kinds.append(np.zeros(table.count, np.int32))
-            refs.append(np.arange(seg_count, seg_count + table.count, dtype=np.int32))
-            seg_count += table.count
-            line_count += layer.count
-        else:
-            boxes.append((layer.center, layer.half_size, layer.radius, layer.stroke_width,
-                          layer.stroke_color, layer.fill_color, layer.bracket))
-            kinds.append(np.ones(layer.count, np.int32))
-            refs.append(np.arange(box_count, box_count + layer.count, dtype=np.int32))
-            box_count += layer.count
-    shapes = {"seg": ((2,), (2,), (), ()), "line": ((), (4,), (4,), (2,), (), ()),
-              "box": ((2,), (2,), (), (), (4,), (4,), ())}
-    arrays = {"prim_kind": np.concatenate(kinds) if kinds else np.zeros(0, np.int32),
-              "prim_ref": np.concatenate(refs) if refs else np.zeros(0, np.int32)}
-    for prefix, groups in (("seg", segments), ("line", lines), ("box", boxes)):
-        names = [name for name in _SCENE_FIELDS if name.startswith(prefix + "_")]
-        for position, name in enumerate(names):
-            parts = [group[position] for group in groups]
-            dtype = np.int32 if name in ("seg_polyline", "line_dash_round") else np.float32
-            empty = np.zeros((0,) + shapes[prefix][position], dtype)
-            arrays[name] = np.ascontiguousarray(np.concatenate(parts) if parts else empty, dtype=dtype)
-    return arrays
+def _blocks(count: int, threads: int) -> int:
+    return max(1, -(-count // threads))
+
+
+@dataclass
+class HostLayers:
+    """Every frame's layers concatenated on the host, with the runs that keep their order.
+
+    ``runs`` is int64 [R, 4]: (frame, kind 0 = polylines / 1 = boxes, first item, item count),
+    in drawing order frame by frame; ``lines``/``boxes`` map scene field names to arrays.
+    """
+
+    vertices: np.ndarray
+    offsets: np.ndarray
+    lines: dict
+    boxes: dict
+    runs: np.ndarray
+    frames: int
+
+    @classmethod
+    def gather(cls, display_lists: list) -> "HostLayers":
+        """Concatenate ``display_lists`` (one per frame); Python work per layer, not per primitive."""
+        vertices, vertex_counts, runs = [], [], []
+        lines = {name: [] for _, name, _ in _LINE_FIELDS}
+        boxes = {name: [] for _, name, _ in _BOX_FIELDS}
+        line_total = box_total = 0
+        for frame, display_list in enumerate(display_lists):
+            for layer in display_list.layers:
+                if isinstance(layer, Polylines):
+                    vertices.append(layer.vertices)
+                    vertex_counts.append(np.diff(layer.offsets))
+                    fields, table, first = _LINE_FIELDS, lines, line_total
+                    line_total += layer.count
+                else:
+                    fields, table, first = _BOX_FIELDS, boxes, box_total
+                    box_total += layer.count
+                for source, name, _ in fields:
+                    table[name].append(getattr(layer, source))
+                runs.append((frame, int(fields is _BOX_FIELDS), first, layer.count))
+
+        def joined(parts, dtype, tail=()):
+            return np.ascontiguousarray(np.concatenate(parts) if parts else np.zeros((0,) + tail), dtype=dtype)
+
+        counts = joined(vertex_counts, np.int64)
+        offsets = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        tails = {"line_color0": (4,), "line_color1": (4,), "line_dash": (2,), "box_center": (2,), "box_half": (2,),
+                 "box_stroke_color": (4,), "box_fill_color": (4,)}
+        return cls(joined(vertices, np.float32, (2,)), offsets,
+                   {name: joined(lines[name], dtype, tails.get(name, ())) for _, name, dtype in _LINE_FIELDS},
+                   {name: joined(boxes[name], dtype, tails.get(name, ())) for _, name, dtype in _BOX_FIELDS},
+                   np.array(runs, np.int64).reshape(-1, 4), len(display_lists))
 
 
 @dataclass
 class DeviceScene:
-    """Scene tables on the GPU and the packed pointer table the kernels read."""
+    """Scene tables on the GPU, the packed pointer table the kernels read, and where
+    each frame's primitives lie: frame ``f`` owns ``frame_prims[f]:frame_prims[f + 1]``."""
 
     arrays: dict
     table: object
-    prim_count: int
+    frame_prims: np.ndarray
+
+    @property
+    def prim_count(self) -> int:
+        return int(self.frame_prims[-1])
+
+    @property
+    def frames(self) -> int:
+        return len(self.frame_prims) - 1
 
     @classmethod
-    def from_arrays(cls, arrays: dict) -> "DeviceScene":
-        """Upload (or adopt, for CuPy arrays) the scene tables."""
+    def build(cls, layers: HostLayers) -> "DeviceScene":
+        """Upload ``layers`` (one transfer) and build the segment and primitive tables on the GPU."""
         import cupy
 
-        device = {name: cupy.ascontiguousarray(cupy.asarray(arrays[name])) for name in _SCENE_FIELDS}
+        frame, kind, first, count = layers.runs.T
+        line_bounds = np.stack([first, first + count], axis=1)[kind == 0].ravel()
+        device = _upload({"vertices": layers.vertices, "offsets": layers.offsets, "line_bounds": line_bounds,
+                          **layers.lines, **layers.boxes})
+        table = build_segment_table(device.pop("vertices"), device.pop("offsets"), xp=cupy)
+        arrays = {"seg_p0": table.p0, "seg_p1": table.p1, "seg_polyline": table.polyline,
+                  "seg_arc0": table.arc_start, "line_arc_total": table.arc_total, **device}
+        # A polyline run's segments: those of its polylines (zero-length ones were dropped).
+        segments = cupy.searchsorted(table.polyline, arrays.pop("line_bounds")).get()
+        ref_first, size = first.copy(), count.copy()
+        ref_first[kind == 0] = segments[0::2]
+        size[kind == 0] = segments[1::2] - segments[0::2]
+        run_start = np.zeros(len(size) + 1, np.int64)
+        np.cumsum(size, out=run_start[1:])
+        frame_prims = np.zeros(layers.frames + 1, np.int64)
+        np.cumsum(np.bincount(frame, weights=size, minlength=layers.frames).astype(np.int64), out=frame_prims[1:])
+        runs = _upload({"start": run_start, "ref": ref_first, "kind": kind.astype(np.int32),
+                        "frame": frame.astype(np.int32)})
+        prim = cupy.arange(int(run_start[-1]), dtype=cupy.int64)
+        run = cupy.searchsorted(runs["start"][1:], prim, side="right")
+        arrays["prim_kind"] = runs["kind"][run]
+        arrays["prim_frame"] = runs["frame"][run]
+        arrays["prim_ref"] = (runs["ref"][run] + prim - runs["start"][run]).astype(cupy.int32)
+        device = {name: cupy.ascontiguousarray(arrays[name]) for name in _SCENE_FIELDS}
         pointers = np.array([device[name].data.ptr for name in _SCENE_FIELDS], dtype=np.uint64)
-        return cls(device, cupy.asarray(pointers), int(device["prim_kind"].shape[0]))
+        return cls(device, cupy.asarray(pointers), frame_prims)
+
+
+def _upload(arrays: dict) -> dict:
+    """GPU copies of host arrays in one transfer: views into one device buffer, 16-byte aligned."""
+    import cupy
+
+    starts, size = {}, 0
+    for name, values in arrays.items():
+        starts[name] = size
+        size += -(-values.nbytes // 16) * 16
+    host = np.empty(size, np.uint8)
+    for name, values in arrays.items():
+        host[starts[name]:starts[name] + values.nbytes] = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+    device = cupy.asarray(host)
+    return {name: device[starts[name]:starts[name] + values.nbytes].view(values.dtype).reshape(values.shape)
+            for name, values in arrays.items()}
 
 
 @dataclass
 class TileBins:
-    """Each tile's primitives: ``keys[tile_end[t] - tile_count[t] : tile_end[t]]`` (low bits)."""
+    """Binned primitives of frames ``frames`` of a scene: tile ``t`` (numbered across those
+    frames) draws ``prim_begin + (keys[tile_start[t]:tile_end[t]] & prim_mask)``, in order."""
 
     keys: object
     prim_mask: object
+    prim_begin: int
+    tile_start: object
     tile_end: object
-    tile_count: object
     tiles_x: int
-    needed: object  # device scalar: keys the scene needs (more than ``len(keys)`` = overflow)
+    frame_tiles: int
+    needed: object  # device scalar: the keys the frames need
+    capacity: int  # keys the buffer held
+
+    def fitted(self) -> bool:
+        """Whether every key fitted the buffer (reads the key count back: a sync)."""
+        return int(self.needed.get()[0]) <= self.capacity
+
+
+@dataclass
+class _Slot:
+    """One chunk's pinned host buffer and GPU buffer, and the host copies still using them."""
+
+    host: np.ndarray
+    device: object
+    event: object
+    copies: list = field(default_factory=list)
+
+    def wait(self) -> None:
+        """Wait for the copies that still read or write ``host``."""
+        copies, self.copies = self.copies, []
+        for copy in copies:
+            copy.result()
 
 
 class GpuRenderer(Renderer):
     """Draws display lists with CuPy kernels; same API as :class:`CpuRenderer`.
 
-    Buffers are kept between frames; the key buffer grows when a frame needs
-    more (that frame is then binned again).
+    Buffers (device and pinned host) are kept between calls; the key buffer
+    grows when a chunk needs more (that chunk is then binned again).
 
     Args:
-        workers: host threads used to composite host frames.
+        workers: host threads that copy host frames to and from the pinned buffers
+            (default: three quarters of the CPU cores, the fastest share measured
+            on a 16-core machine; the copies are bound by memory bandwidth).
     """
 
     name = "gpu"
 
     def __init__(self, workers: int | None = None):
-        super().__init__(workers)
+        super().__init__(workers or max(1, (os.cpu_count() or 1) * 3 // 4))
         self._pinned = {}
         self._buffers = {}
         self._capacity = 1 << 16
+        self._stream = None
 
-    # -- device side ------------------------------------------------------------
+    # -- scene and bins -------------------------------------------------------------
     def upload(self, display_list: DisplayList) -> DeviceScene:
-        """The display list's scene on the GPU."""
-        return DeviceScene.from_arrays(scene_arrays(display_list))
+        """One display list's scene on the GPU."""
+        return self.upload_batch([display_list])
+
+    def upload_batch(self, display_lists: list) -> DeviceScene:
+        """The scene of several frames' display lists (frame ``f`` draws ``display_lists[f]``)."""
+        with self._on_stream():
+            return DeviceScene.build(HostLayers.gather(display_lists))
+
+    def _on_stream(self):
+        """The renderer's stream (ordered with the default stream, so inputs written there come first)."""
+        import cupy
+
+        if self._stream is None:
+            self._stream = cupy.cuda.Stream()
+        return self._stream
 
     def _buffer(self, name: str, size: int, dtype):
         """A persistent device buffer of at least ``size`` elements (a prefix view).
@@ -157,141 +289,226 @@ class GpuRenderer(Renderer):
             self._buffers[name] = buffer
         return buffer[:size]
 
-    def bin(self, scene: DeviceScene, height: int, width: int) -> TileBins:
-        """Bin the scene's primitives into tiles, sorted in drawing order per tile (no host sync)."""
+    def _pinned_buffer(self, name: str, nbytes: int) -> np.ndarray:
+        """A persistent pinned host buffer of at least ``nbytes`` bytes (uint8 prefix view)."""
         import cupy
 
-        tiles_x, tiles_y = -(-width // TILE), -(-height // TILE)
-        prim_bits = max(int(scene.prim_count).bit_length(), 1)
-        key_type = np.dtype(np.uint32 if (tiles_x * tiles_y) << prim_bits < 2**32 else np.uint64)
-        tiles = tiles_x * tiles_y
-        tile_count = self._buffer("tile_count", tiles, cupy.int32)
-        tile_end = self._buffer("tile_end", tiles, cupy.int64)
-        prim_tiles = self._buffer("prim_tiles", max(scene.prim_count, 1), cupy.int32)
-        prim_end = self._buffer("prim_end", max(scene.prim_count, 1), cupy.int64)
-        keys = self._buffer("keys", self._capacity, key_type)
-        _memset(tile_count, 0)
-        _memset(prim_end, 0)
-        _memset(keys, 0xFF)  # unused keys sort last
-        if scene.prim_count:
-            kernel = _kernel(f"bin_tiles<{_KEY_TYPES[key_type]}>")
-            grid = (-(-scene.prim_count // 128),)
-            head = [scene.table, np.int32(scene.prim_count), np.int32(tiles_x), np.int32(tiles_y)]
-            tail = [np.int32(prim_bits), prim_tiles, tile_count, prim_end, keys, np.int64(self._capacity)]
-            kernel(grid, (128,), head + [np.int32(0)] + tail)
-            _kernel("scan_pair")((2,), (1024,), (prim_tiles, prim_end, np.int32(scene.prim_count),
-                                                 tile_count, tile_end, np.int32(tiles)))
-            kernel(grid, (128,), head + [np.int32(1)] + tail)
-            keys.sort()
-        else:
-            _memset(tile_end, 0)
-        needed = prim_end[max(scene.prim_count, 1) - 1:]
-        return TileBins(keys, key_type.type((1 << prim_bits) - 1), tile_end, tile_count, tiles_x, needed)
-
-    def _binned(self, scene: DeviceScene, height: int, width: int, launch):
-        """Bin, run ``launch(bins)``, and redo both once with a larger key buffer on overflow."""
-        bins = self.bin(scene, height, width)
-        result = launch(bins)
-        needed = int(bins.needed[0])
-        if needed > self._capacity:
-            self._capacity = int(needed * 1.25) + 1024
-            LOGGER.debug("tile key buffer grown to %d keys", self._capacity)
-            bins = self.bin(scene, height, width)
-            result = launch(bins)
-        return result
-
-    def render_device(self, frame, scene: DeviceScene, out=None):
-        """Composite ``scene`` over a GPU frame (CuPy [H, W, 3] uint8/float32) into ``out``.
-
-        Returns once the frame is done: the key count is read back to check
-        that the key buffer was large enough (the one host sync per frame).
-        """
-        import cupy
-
-        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype not in _PIXEL_TYPES:
-            raise ValueError(f"frame must be a uint8/float32 [H, W, 3] CuPy array, got {frame.dtype} {frame.shape}")
-        height, width = frame.shape[:2]
-        frame = cupy.ascontiguousarray(frame)
-        out = cupy.empty_like(frame) if out is None else out
-
-        def launch(bins: TileBins):
-            kernel = _kernel(f"composite_tiles<{_PIXEL_TYPES[frame.dtype]}, {_KEY_TYPES[bins.keys.dtype]}>")
-            kernel((bins.tile_count.size,), (TILE, TILE), (
-                scene.table, bins.keys, np.int64(bins.keys.size), bins.prim_mask, bins.tile_end, bins.tile_count,
-                np.int32(bins.tiles_x), frame, out, np.int32(width), np.int32(height)))
-            return out
-
-        return self._binned(scene, height, width, launch)
-
-    def layer_device(self, scene: DeviceScene, height: int, width: int):
-        """The layer's non-empty pixels on the GPU: (ascending flat pixels, premultiplied RGBA [M, 4])."""
-        import cupy
-
-        def launch(bins: TileBins):
-            touched = cupy.flatnonzero(bins.tile_count).astype(cupy.int32)
-            layer = self._buffer("layer", len(touched) * TILE * TILE * 4, cupy.float32).reshape(-1, TILE * TILE, 4)
-            if len(touched):
-                _kernel(f"layer_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
-                    (len(touched),), (TILE, TILE), (scene.table, bins.keys, np.int64(bins.keys.size), bins.prim_mask,
-                                                   bins.tile_end, bins.tile_count, touched, np.int32(bins.tiles_x),
-                                                   layer))
-            return touched, layer
-
-        touched, layer = self._binned(scene, height, width, launch)
-        tiles_x = -(-width // TILE)
-        lane = cupy.arange(TILE * TILE, dtype=cupy.int64)
-        x = (touched[:, None] % tiles_x) * TILE + lane % TILE
-        y = (touched[:, None] // tiles_x) * TILE + lane // TILE
-        keep = (x < width) & (y < height) & (layer[:, :, 3] > 0)
-        pixels = (y * width + x)[keep]
-        order = cupy.argsort(pixels)
-        return pixels[order], layer[keep][order]
-
-    # -- host frames ---------------------------------------------------------------
-    def _to_host(self, name: str, array) -> np.ndarray:
-        """Copy a CuPy array into a reused pinned host buffer (a view of it)."""
-        import cupy
-
-        nbytes = array.nbytes
         buffer = self._pinned.get(name)
         if buffer is None or buffer.nbytes < nbytes:
             buffer = np.frombuffer(cupy.cuda.alloc_pinned_memory(max(nbytes, 1)), np.uint8)
             self._pinned[name] = buffer
-        host = buffer[:nbytes].view(array.dtype).reshape(array.shape)
-        array.get(out=host)
-        return host
+        return buffer[:nbytes]
 
-    def _host_layer(self, scene: DeviceScene, height: int, width: int) -> SparseLayer:
-        """The scene's sparse layer in reused pinned host buffers (valid until the next call)."""
+    def bin(self, scene: DeviceScene, height: int, width: int, frames: range = range(1),
+            wait: bool = True) -> TileBins:
+        """Bin the primitives of scene frames ``frames`` into tiles, in drawing order per tile.
+
+        With ``wait`` the key count is read back (a sync on the renderer's
+        stream) before sorting, and a chunk whose keys did not fit is binned
+        again with a larger buffer. Without it nothing waits: the whole key
+        buffer is sorted, and the caller draws, then checks ``fitted()`` and
+        bins again with ``wait`` if not (so never in place).
+        """
+        tiles_x, tiles_y = -(-width // TILE), -(-height // TILE)
+        tiles = tiles_x * tiles_y * len(frames)
+        prim_begin = int(scene.frame_prims[frames.start])
+        prim_count = int(scene.frame_prims[frames.stop]) - prim_begin
+        prim_bits = max(prim_count.bit_length(), 1)
+        if tiles << prim_bits >= 2**64:
+            raise ValueError(f"{len(frames)} frames of {prim_count} primitives are too many to bin at once")
+        key_type = np.dtype(np.uint32 if tiles << prim_bits < 2**32 else np.uint64)
+        with self._on_stream():
+            return self._bin(scene, frames, tiles_x, tiles_y, prim_begin, prim_count, prim_bits, key_type, wait)
+
+    def _bin(self, scene, frames, tiles_x, tiles_y, prim_begin, prim_count, prim_bits, key_type, wait) -> TileBins:
         import cupy
 
-        pixels, rgba = self.layer_device(scene, height, width)
-        planar = self._to_host("rgba", cupy.ascontiguousarray(rgba.T))
-        return SparseLayer(height, width, self._to_host("pixels", pixels), planar[:3], planar[3])
+        tiles = tiles_x * tiles_y * len(frames)
+        counters = self._buffer("bin_counters", 2 + 2 * tiles, cupy.int32)  # cursor, tile starts, tile ends
+        _memset(counters, 0)
+        cursor, tile_start, tile_end = counters[:2].view(cupy.uint64), counters[2:2 + tiles], counters[2 + tiles:]
+        keys = self._buffer(f"keys_{key_type}", 0, key_type)
+        if prim_count:
+            while True:
+                keys = self._buffer(f"keys_{key_type}", self._capacity, key_type)
+                if not wait:
+                    _memset(keys, 0xFF)  # unused keys sort last
+                _kernel(f"bin_tiles<{_KEY_TYPES[key_type]}>")((_blocks(prim_count, _BIN_THREADS),), (_BIN_THREADS,), (
+                    scene.table, np.int32(prim_begin), np.int32(prim_count), np.int32(frames.start),
+                    np.int32(tiles_x), np.int32(tiles_y), np.int32(prim_bits), keys, np.int64(self._capacity),
+                    cursor))
+                if not wait:
+                    break
+                needed = int(cursor.get()[0])
+                if needed <= self._capacity:
+                    keys = keys[:needed]
+                    break
+                self._capacity = int(needed * 1.25) + 1024
+                LOGGER.debug("tile key buffer grown to %d keys", self._capacity)
+                _memset(cursor, 0)
+            keys.sort()
+            _kernel(f"tile_ranges<{_KEY_TYPES[key_type]}>")((_blocks(keys.size, 256),), (256,), (
+                keys, np.int64(keys.size), np.int32(prim_bits), np.int64(tiles), tile_start, tile_end))
+        return TileBins(keys, key_type.type((1 << prim_bits) - 1), prim_begin, tile_start, tile_end, tiles_x,
+                        tiles_x * tiles_y, cursor, self._capacity)
 
+    def _grow(self, bins: TileBins) -> None:
+        """Make room for the keys ``bins`` needed (after ``fitted()`` said no)."""
+        self._capacity = int(int(bins.needed.get()[0]) * 1.25) + 1024
+        LOGGER.debug("tile key buffer grown to %d keys", self._capacity)
+
+    def _composite(self, scene: DeviceScene, bins: TileBins, frames, out, frame_stride: int | None = None) -> None:
+        """Launch the composite of the binned frames' layers over ``frames`` into ``out``
+        (CuPy [n, H, W, 3]; ``frames`` may be ``out``; ``frame_stride`` 0 repeats one frame)."""
+        count, height, width = out.shape[:3]
+        stride = height * width * 3 if frame_stride is None else frame_stride
+        kernel = _kernel(f"composite_tiles<{_PIXEL_TYPES[out.dtype]}, {_KEY_TYPES[bins.keys.dtype]}>")
+        kernel((bins.frame_tiles, count), (TILE, TILE), (
+            scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start, bins.tile_end,
+            np.int32(bins.tiles_x), np.int32(bins.frame_tiles), frames, np.int64(stride), out, np.int32(width),
+            np.int32(height)))
+
+    # -- frames on the GPU ------------------------------------------------------------
+    def render_device(self, frame, scene: DeviceScene, out=None):
+        """Composite the scene's first frame over a GPU frame (CuPy [H, W, 3] uint8/float32) into ``out``."""
+        import cupy
+
+        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype not in _PIXEL_TYPES:
+            raise ValueError(f"frame must be a uint8/float32 [H, W, 3] CuPy array, got {frame.dtype} {frame.shape}")
+        out = cupy.empty_like(frame, order="C") if out is None else out
+        if out.shape != frame.shape or out.dtype != frame.dtype or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous {frame.dtype} CuPy array of shape {list(frame.shape)}")
+        self._render_resident(cupy.ascontiguousarray(frame)[None], scene, out[None])
+        return out
+
+    def _render_resident(self, frames, scene: DeviceScene, out, progress=None) -> None:
+        """Scene frame ``i`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``, all on the GPU."""
+        count, height, width = out.shape[:3]
+        per_chunk = int(np.clip(DEVICE_CHUNK_BYTES // max(out[0].nbytes, 1), 1, _MAX_CHUNK_FRAMES))
+        stream = self._on_stream()
+        with stream:
+            for start in range(0, count, per_chunk):
+                chunk = range(start, min(count, start + per_chunk))
+                source = frames[start:chunk.stop] if len(frames) > 1 else frames
+                stride = None if len(frames) > 1 else 0
+                bins = self.bin(scene, height, width, chunk, wait=False)  # no sync between the launches
+                self._composite(scene, bins, source, out[start:chunk.stop], stride)
+                if not bins.fitted():
+                    self._grow(bins)
+                    self._composite(scene, self.bin(scene, height, width, chunk), source, out[start:chunk.stop],
+                                    stride)
+                if progress is not None:
+                    progress(chunk.stop, count)
+            stream.synchronize()
+
+    def layer_device(self, scene: DeviceScene, height: int, width: int):
+        """The first frame's layer where it is non-empty: (ascending flat pixels, premultiplied RGBA [M, 4])."""
+        import cupy
+
+        with self._on_stream():
+            bins = self.bin(scene, height, width)
+            touched = cupy.flatnonzero(bins.tile_end - bins.tile_start).astype(cupy.int32)
+            layer = self._buffer("layer", len(touched) * TILE * TILE * 4, cupy.float32).reshape(-1, TILE * TILE, 4)
+            if len(touched):
+                keys = bins.keys
+                _kernel(f"layer_tiles<{_KEY_TYPES[keys.dtype]}>")((len(touched),), (TILE, TILE), (
+                    scene.table, np.int32(bins.prim_begin), keys, bins.prim_mask, bins.tile_start, bins.tile_end,
+                    touched, np.int32(bins.tiles_x), layer))
+            lane = cupy.arange(TILE * TILE, dtype=cupy.int64)
+            x = (touched[:, None] % bins.tiles_x) * TILE + lane % TILE
+            y = (touched[:, None] // bins.tiles_x) * TILE + lane // TILE
+            keep = (x < width) & (y < height) & (layer[:, :, 3] > 0)
+            pixels = (y * width + x)[keep]
+            order = cupy.argsort(pixels)
+            return pixels[order], layer[keep][order]
+
+    # -- host frames ---------------------------------------------------------------
     def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
         """The overlay layer rasterised on the GPU, as a host sparse layer."""
-        layer = self._host_layer(self.upload(display_list), height, width)
-        return SparseLayer(height, width, layer.pixels.copy(), layer.color.copy(), layer.alpha.copy())
+        import cupy
 
-    def render_host(self, frame: np.ndarray, scene: DeviceScene, out: np.ndarray | None = None) -> np.ndarray:
-        """``scene`` over a host ``frame`` into a new frame (or ``out``).
-
-        Host threads copy the frame while the GPU rasterises; then only the
-        overlay's pixels are blended on the host.
-        """
-        check_frame(frame)
-        out = output_buffer(frame, out)
-        copies = self.pool.copy_async(frame, out)
-        layer = self._host_layer(scene, *frame.shape[:2])
-        for copy in copies:
-            copy.result()
-        self.pool.blend(out, layer)
-        return out
+        pixels, rgba = self.layer_device(self.upload(display_list), height, width)
+        planar = cupy.ascontiguousarray(rgba.T).get()
+        return SparseLayer(height, width, pixels.get(), planar[:3], planar[3])
 
     def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
         """``display_list`` over a host ``frame`` into a new frame (or ``out``)."""
-        return self.render_host(frame, self.upload(display_list), out)
+        check_frame(frame)
+        out = output_buffer(frame, out)
+        self.render_frames(frame[None], [display_list], out[None])
+        return out
+
+    def render_frames(self, frames, overlays: list, out, progress=None, layers=None):
+        """``overlays[i]`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``.
+
+        NumPy frames go through the pinned chunks; CuPy frames stay on the GPU
+        (``out`` then a CuPy array too). ``progress(done, total)`` follows the
+        chunks. ``layers`` (see :meth:`Renderer.render_frames`) is filled frame
+        by frame from sparse layers.
+        """
+        import cupy
+
+        scene = self.upload_batch(overlays)
+        if isinstance(frames, np.ndarray):
+            self._render_host(frames, scene, out, progress)
+        else:
+            self._render_resident(cupy.ascontiguousarray(frames), scene, out, progress)
+        for index, display_list in enumerate(overlays if layers is not None else ()):
+            layer_to_rgba(self.rasterize(display_list, *out.shape[1:3]), layers[0][index], layers[1][index])
+        return out
+
+    def _slots(self, frames: int, shape: tuple, dtype) -> list:
+        import cupy
+
+        nbytes = frames * int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return [_Slot(self._pinned_buffer(f"slot{i}", nbytes).view(dtype).reshape((frames,) + shape),
+                      self._buffer(f"slot{i}", nbytes, cupy.uint8).view(dtype).reshape((frames,) + shape),
+                      cupy.cuda.Event(block=False, disable_timing=True))
+                for i in range(_SLOTS)]
+
+    def _render_host(self, frames: np.ndarray, scene: DeviceScene, out: np.ndarray, progress) -> None:
+        """Host frames through the pinned chunks: copy in, draw in place on the GPU, copy out."""
+        count, height, width = out.shape[:3]
+        per_chunk = int(np.clip(HOST_CHUNK_BYTES // max(out[0].nbytes, 1), 1, _MAX_CHUNK_FRAMES))
+        slots = self._slots(min(per_chunk, count), out.shape[1:], out.dtype)
+        source = frames if len(frames) == count else np.broadcast_to(frames[0], out.shape)
+        launched = deque()  # (slot, chunk) whose GPU work is queued
+
+        def drain() -> None:  # copy finished chunks out, on the host threads
+            while launched:
+                slot, chunk = launched.popleft()
+                slot.event.synchronize()
+                slot.copies = self.pool.copy_async(slot.host[:len(chunk)], out[chunk.start:chunk.stop])
+                if progress is not None:
+                    progress(chunk.stop, count)
+
+        stream = self._on_stream()
+        failures = []
+        try:
+            with stream:
+                for number, start in enumerate(range(0, count, per_chunk)):
+                    chunk = range(start, min(count, start + per_chunk))
+                    slot = slots[number % _SLOTS]
+                    slot.wait()
+                    host, device = slot.host[:len(chunk)], slot.device[:len(chunk)]
+                    filling = self.pool.copy_async(source[chunk.start:chunk.stop], host)
+                    bins = self.bin(scene, height, width, chunk)  # while the threads fill
+                    drain()
+                    for copy in filling:
+                        copy.result()
+                    device.set(host, stream=stream)
+                    self._composite(scene, bins, device, device)
+                    device.get(stream=stream, out=host, blocking=False)
+                    slot.event.record(stream)
+                    launched.append((slot, chunk))
+                drain()
+        finally:  # no thread may still touch a buffer once we return
+            for slot in slots:
+                failures += [copy.exception() for copy in slot.copies if copy.exception() is not None]
+                slot.copies = []
+            stream.synchronize()
+        if failures:
+            raise failures[0]
 
     def close(self) -> None:
         """Release host threads and pinned buffers."""

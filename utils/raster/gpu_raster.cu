@@ -1,10 +1,12 @@
 // Tiled rasteriser for Track Overlay display lists (the GPU twin of cpu_spans.py).
 //
-// Primitives (polyline segments and boxes) are binned into TILE x TILE pixel
-// tiles on the GPU: bin_tiles counts (pass 0) and fills (pass 1) one key
-// (tile << prim_bits | primitive) per overlapped tile; the keys are sorted so each
-// tile's primitives come in drawing order. raster_tiles then runs one block
-// per tile and one thread per pixel: it evaluates the coverage model
+// A scene holds the primitives (polyline segments and boxes) of one or more
+// frames, each frame's primitives contiguous and in drawing order. bin_tiles
+// gives every primitive one key (tile << prim_bits | primitive) per TILE x TILE
+// pixel tile it may touch, claiming key slots with one atomic add per warp; the
+// keys are sorted, so each tile's primitives come in drawing order, and
+// tile_ranges finds each tile's run of keys. composite_tiles then runs one
+// block per tile and one thread per pixel: it evaluates the coverage model
 // (docs/architecture.md) for the tile's primitives in order and composites "over".
 //
 // Segments of one polyline are consecutive primitives: their distances are
@@ -15,13 +17,14 @@
 
 // Device pointers only (passed as a pointer to a packed array of addresses).
 struct Scene {
-    // Primitives in drawing order: kind 0 = segment, 1 = box; ref indexes its table.
+    // Primitives, frame by frame in drawing order: kind 0 = segment, 1 = box; ref indexes its table.
     const int* prim_kind;
     const int* prim_ref;
+    const int* prim_frame;
     // Segments.
     const float2* seg_p0;
     const float2* seg_p1;
-    const int* seg_polyline;   // -1 marks an unused slot
+    const int* seg_polyline;
     const float* seg_arc0;
     // Polylines.
     const float* line_width;
@@ -88,67 +91,67 @@ __device__ void prim_bounds(const Scene& s, int p, float* x0, float* y0, float* 
     }
 }
 
-// pass 0: count tiles per primitive (prim_tiles) and primitives per tile (tile_count).
-// pass 1: write key (tile << prim_bits | p) at prim_end[p] - prim_tiles[p] + j, in the
-// same tile order as pass 0; keys past `capacity` are dropped (the caller checks).
-template <typename Key>
-__global__ void bin_tiles(const Scene* scene, int prim_count, int tiles_x, int tiles_y, int pass, int prim_bits,
-                          int* prim_tiles, int* tile_count, const long long* prim_end, Key* keys,
-                          long long capacity) {
-    int p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= prim_count) return;
-    const Scene s = *scene;
-    bool unused = s.prim_kind[p] == 0 ? s.seg_polyline[s.prim_ref[p]] < 0 : s.box_half[s.prim_ref[p]].x < 0.0f;
-    if (unused) {
-        if (pass == 0) prim_tiles[p] = 0;
-        return;
-    }
+// Tiles whose pixel centres can fall inside a primitive's bounds: [*ta, *tb] x [*tc, *td].
+__device__ void tile_bounds(const Scene& s, int p, int tiles_x, int tiles_y, int* ta, int* tb, int* tc, int* td) {
     float x0, y0, x1, y1;
     prim_bounds(s, p, &x0, &y0, &x1, &y1);
-    // Tiles whose pixel centres can fall inside [x0, x1] x [y0, y1].
-    int ta = max((int)floorf((x0 - 0.5f) / TILE), 0), tb = min((int)floorf((x1 - 0.5f) / TILE), tiles_x - 1);
-    int tc = max((int)floorf((y0 - 0.5f) / TILE), 0), td = min((int)floorf((y1 - 0.5f) / TILE), tiles_y - 1);
-    long long slot = pass ? prim_end[p] - prim_tiles[p] : 0;
-    int found = 0;
+    *ta = max((int)floorf((x0 - 0.5f) / TILE), 0);
+    *tb = min((int)floorf((x1 - 0.5f) / TILE), tiles_x - 1);
+    *tc = max((int)floorf((y0 - 0.5f) / TILE), 0);
+    *td = min((int)floorf((y1 - 0.5f) / TILE), tiles_y - 1);
+}
+
+// One pass over primitives [prim_begin, prim_begin + prim_count) of frames from
+// frame_begin on: each counts the tiles it touches, the warp claims its slots with
+// one atomic add on `cursor`, and each writes (tile << prim_bits | p - prim_begin),
+// the tile numbered across frames. Keys past `capacity` are dropped; `cursor` ends
+// at the number of keys needed (the caller grows the buffer and bins again).
+// Launch with a multiple of 32 threads per block.
+template <typename Key>
+__global__ void bin_tiles(const Scene* scene, int prim_begin, int prim_count, int frame_begin, int tiles_x,
+                          int tiles_y, int prim_bits, Key* keys, long long capacity,
+                          unsigned long long* cursor) {
+    const Scene s = *scene;
+    int local = blockIdx.x * blockDim.x + threadIdx.x;
+    int p = prim_begin + local;
+    int ta = 0, tb = -1, tc = 0, td = -1, found = 0;
+    if (local < prim_count) {
+        tile_bounds(s, p, tiles_x, tiles_y, &ta, &tb, &tc, &td);
+        for (int ty = tc; ty <= td; ++ty)
+            for (int tx = ta; tx <= tb; ++tx)
+                found += touches_tile(s, p, (float)(tx * TILE), (float)(ty * TILE));
+    }
+    int lane = threadIdx.x & 31, before = found;  // inclusive warp scan of `found`
+    for (int step = 1; step < 32; step <<= 1) {
+        int add = __shfl_up_sync(0xffffffffu, before, step);
+        if (lane >= step) before += add;
+    }
+    unsigned long long base = 0;
+    if (lane == 31 && before > 0) base = atomicAdd(cursor, (unsigned long long)before);
+    base = __shfl_sync(0xffffffffu, base, 31);
+    if (found == 0) return;
+    long long slot = (long long)base + before - found;
+    Key tile_base = (Key)(s.prim_frame[p] - frame_begin) * (Key)tiles_x * (Key)tiles_y;
     for (int ty = tc; ty <= td; ++ty) {
         for (int tx = ta; tx <= tb; ++tx) {
             if (!touches_tile(s, p, (float)(tx * TILE), (float)(ty * TILE))) continue;
-            int tile = ty * tiles_x + tx;
-            if (pass == 0) {
-                atomicAdd(&tile_count[tile], 1);
-            } else if (slot + found < capacity) {
-                keys[slot + found] = ((Key)tile << prim_bits) | (Key)p;
-            }
-            ++found;
+            if (slot < capacity) keys[slot] = ((tile_base + (Key)(ty * tiles_x + tx)) << prim_bits) | (Key)local;
+            ++slot;
         }
     }
-    if (pass == 0) prim_tiles[p] = found;
 }
 
-// Inclusive prefix sums of two int arrays in one launch (block 0: a, block 1: b),
-// each by one block: per-thread chunk sums, a block scan of those, then the chunks.
-extern "C" __global__ void scan_pair(const int* a, long long* a_out, int na, const int* b, long long* b_out, int nb) {
-    __shared__ long long partial[1024];
-    const int* in = blockIdx.x == 0 ? a : b;
-    long long* out = blockIdx.x == 0 ? a_out : b_out;
-    int n = blockIdx.x == 0 ? na : nb;
-    int chunk = (n + blockDim.x - 1) / blockDim.x;
-    int begin = min(n, threadIdx.x * chunk), end = min(n, begin + chunk);
-    long long sum = 0;
-    for (int i = begin; i < end; ++i) sum += in[i];
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int offset = 1; offset < blockDim.x; offset <<= 1) {  // Hillis-Steele scan of the chunk sums
-        long long add = threadIdx.x >= offset ? partial[threadIdx.x - offset] : 0;
-        __syncthreads();
-        partial[threadIdx.x] += add;
-        __syncthreads();
-    }
-    long long running = partial[threadIdx.x] - sum;
-    for (int i = begin; i < end; ++i) {
-        running += in[i];
-        out[i] = running;
-    }
+// Each tile's run [tile_start, tile_end) in the sorted keys (tiles without keys keep 0, 0;
+// unused keys, all ones, sort last and name no tile).
+template <typename Key>
+__global__ void tile_ranges(const Key* keys, long long count, int prim_bits, long long tiles, int* tile_start,
+                            int* tile_end) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    Key tile = keys[i] >> prim_bits;
+    if (tile >= (Key)tiles) return;
+    if (i == 0 || (keys[i - 1] >> prim_bits) != tile) tile_start[tile] = (int)i;
+    if (i == count - 1 || (keys[i + 1] >> prim_bits) != tile) tile_end[tile] = (int)(i + 1);
 }
 
 __device__ __forceinline__ float dash_distance(float arc, float on, float off) {
@@ -204,7 +207,7 @@ __device__ void composite_box(const Scene& s, int box, float px, float py, float
 
 // The layer of one pixel: the tile's primitives, composited in order.
 template <typename Key>
-__device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, long long first, int count,
+__device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, int prim_begin, int first, int count,
                               float px, float py, int* shared_prims) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     int line = -1;
@@ -212,7 +215,7 @@ __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, lo
     int lane = threadIdx.y * TILE + threadIdx.x;
     for (int base = 0; base < count; base += TILE * TILE) {
         __syncthreads();
-        if (base + lane < count) shared_prims[lane] = (int)(keys[first + base + lane] & prim_mask);
+        if (base + lane < count) shared_prims[lane] = prim_begin + (int)(keys[first + base + lane] & prim_mask);
         __syncthreads();
         int chunk = min(count - base, TILE * TILE);
         for (int i = 0; i < chunk; ++i) {
@@ -251,36 +254,41 @@ __device__ __forceinline__ void store_channel(float* f, long long i, float v) { 
 __device__ __forceinline__ float channel_scale(const unsigned char*) { return 255.0f; }
 __device__ __forceinline__ float channel_scale(const float*) { return 1.0f; }
 
-// One block per tile: composite the layer over `frame` into `out`.
+// One block per tile of one frame (grid: tiles of a frame x binned frames): composite
+// frame f's layer over frames[f] into out[f]. frame_stride is 0 when one frame lies under
+// every layer. In place (frames == out), tiles with nothing to draw are left untouched.
 template <typename T, typename Key>
-__global__ void composite_tiles(const Scene* scene, const Key* keys, long long capacity, Key prim_mask,
-                                const long long* tile_end, const int* tile_count, int tiles_x, const T* frame,
-                                T* out, int width, int height) {
+__global__ void composite_tiles(const Scene* scene, int prim_begin, const Key* keys, Key prim_mask,
+                                const int* tile_start, const int* tile_end, int tiles_x, int frame_tiles,
+                                const T* frames, long long frame_stride, T* out, int width, int height) {
     __shared__ int shared_prims[TILE * TILE];
     const Scene s = *scene;
-    int tile = blockIdx.x;
-    int x = (tile % tiles_x) * TILE + threadIdx.x, y = (tile / tiles_x) * TILE + threadIdx.y;
-    int count = tile_end[tile] <= capacity ? tile_count[tile] : 0;  // overflow: the frame is redone
-    float4 acc = shade_pixel(s, keys, prim_mask, tile_end[tile] - count, count, x + 0.5f, y + 0.5f, shared_prims);
+    long long tile = (long long)blockIdx.y * frame_tiles + blockIdx.x;
+    int first = tile_start[tile], count = tile_end[tile] - first;
+    if (count == 0 && (const void*)frames == (const void*)out) return;
+    int x = (blockIdx.x % tiles_x) * TILE + threadIdx.x, y = (blockIdx.x / tiles_x) * TILE + threadIdx.y;
+    float4 acc = shade_pixel(s, keys, prim_mask, prim_begin, first, count, x + 0.5f, y + 0.5f, shared_prims);
     if (x >= width || y >= height) return;
     long long i = 3ll * ((long long)y * width + x);
+    const T* frame = frames + blockIdx.y * frame_stride;
+    T* target = out + blockIdx.y * 3ll * width * height;
     float scale = channel_scale(frame), keep = 1.0f - acc.w;
-    store_channel(out, i, acc.x * scale + keep * load_channel(frame, i));
-    store_channel(out, i + 1, acc.y * scale + keep * load_channel(frame, i + 1));
-    store_channel(out, i + 2, acc.z * scale + keep * load_channel(frame, i + 2));
+    store_channel(target, i, acc.x * scale + keep * load_channel(frame, i));
+    store_channel(target, i + 1, acc.y * scale + keep * load_channel(frame, i + 1));
+    store_channel(target, i + 2, acc.z * scale + keep * load_channel(frame, i + 2));
 }
 
-// One block per touched tile (tile_list): premultiplied RGBA of the layer into a
-// compact [touched tiles * TILE * TILE] buffer (pixels past the frame edge included).
+// One block per touched tile of the first binned frame (tile_list): premultiplied RGBA of
+// the layer into a compact [touched tiles * TILE * TILE] buffer (pixels past the edge included).
 template <typename Key>
-__global__ void layer_tiles(const Scene* scene, const Key* keys, long long capacity, Key prim_mask,
-                            const long long* tile_end, const int* tile_count, const int* tile_list, int tiles_x,
+__global__ void layer_tiles(const Scene* scene, int prim_begin, const Key* keys, Key prim_mask,
+                            const int* tile_start, const int* tile_end, const int* tile_list, int tiles_x,
                             float4* layer) {
     __shared__ int shared_prims[TILE * TILE];
     const Scene s = *scene;
     int tile = tile_list[blockIdx.x];
     int x = (tile % tiles_x) * TILE + threadIdx.x, y = (tile / tiles_x) * TILE + threadIdx.y;
-    int count = tile_end[tile] <= capacity ? tile_count[tile] : 0;  // overflow: the layer is redone
+    int first = tile_start[tile], count = tile_end[tile] - first;
     layer[(long long)blockIdx.x * TILE * TILE + threadIdx.y * TILE + threadIdx.x] =
-        shade_pixel(s, keys, prim_mask, tile_end[tile] - count, count, x + 0.5f, y + 0.5f, shared_prims);
+        shade_pixel(s, keys, prim_mask, prim_begin, first, count, x + 0.5f, y + 0.5f, shared_prims);
 }

@@ -1,13 +1,14 @@
 """What every renderer shares: host frames composited band by band on a thread pool.
 
-Subclasses provide ``rasterize`` (display list -> sparse layer) and ``render``
-(display list over a frame, each backend's fastest way).
+Subclasses provide ``rasterize`` (display list -> sparse layer) and may
+override ``render`` and ``render_frames`` with faster fused paths.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..core.arrays import to_numpy
 from ..draw.display_list import DisplayList
 from .bands import BandPool
 from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
@@ -28,6 +29,37 @@ class Renderer:
     def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
         """The premultiplied overlay layer of ``display_list`` as a sparse layer."""
         raise NotImplementedError
+
+    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
+        """``display_list`` composited over ``frame`` into a new frame (or ``out``)."""
+        check_frame(frame)
+        return self.composite(frame, self.rasterize(display_list, *frame.shape[:2]), out)
+
+    def render_frames(self, frames, overlays: list, out, progress=None, layers=None):
+        """``overlays[i]`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``, frame by frame.
+
+        ``layers`` = (rgb [n, H, W, 3], alpha [n, H, W]), zero-filled float32
+        host arrays, also receives each overlay alone (one rasterisation feeds
+        both). CuPy frames are rendered through host copies (``out`` is then a
+        CuPy array too). ``progress(done, total)`` is called after every frame.
+        """
+        if not isinstance(frames, np.ndarray):  # frames on a GPU, drawn on the CPU
+            host = np.empty(out.shape, out.dtype)
+            self.render_frames(to_numpy(frames), overlays, host, progress, layers)
+            out.set(host)
+            return out
+        height, width = frames.shape[1:3]
+        for index, display_list in enumerate(overlays):
+            frame = frames[index if len(frames) > 1 else 0]
+            if layers is None:
+                self.render(frame, display_list, out=out[index])
+            else:
+                layer = self.rasterize(display_list, height, width)
+                self.composite(frame, layer, out=out[index])
+                layer_to_rgba(layer, layers[0][index], layers[1][index])
+            if progress is not None:
+                progress(index + 1, len(overlays))
+        return out
 
     def composite(self, frame: np.ndarray, layer: SparseLayer, out: np.ndarray | None = None) -> np.ndarray:
         """A rasterised ``layer`` over a host ``frame`` into a new frame (or ``out``)."""

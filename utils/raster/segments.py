@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..draw.display_list import Polylines
-
 _EPS = 1e-6
 
 
@@ -47,30 +45,32 @@ def _unit(vectors, xp):
     return vectors / xp.maximum(length, _EPS), length[:, 0]
 
 
-def build_segment_table(lines: Polylines, xp=np) -> SegmentTable:
-    """Flatten ``lines`` into segments, dropping zero-length ones.
+def build_segment_table(vertices, offsets, xp=np) -> SegmentTable:
+    """Flatten polylines (``vertices`` [V, 2], ``offsets`` [P + 1] as in
+    :class:`~..draw.display_list.Polylines`) into segments, dropping zero-length ones.
 
     A polyline whose vertices all coincide keeps one zero-length segment
-    (drawn as a round dot of the line's width).
+    (drawn as a round dot of the line's width). Runs on NumPy or CuPy (``xp``).
     """
-    vertices = xp.asarray(lines.vertices)
-    offsets = np.asarray(lines.offsets)
-    counts = np.diff(offsets) - 1
-    polyline_np = np.repeat(np.arange(lines.count, dtype=np.int32), counts)
-    starts_np = np.delete(np.arange(len(lines.vertices) - 1), offsets[1:-1] - 1) if lines.count else np.zeros(0, int)
-    starts = xp.asarray(starts_np)
-    polyline = xp.asarray(polyline_np)
+    vertices = xp.asarray(vertices, dtype=xp.float32)
+    offsets = xp.asarray(offsets, dtype=xp.int64)
+    lines = offsets.shape[0] - 1
+    # Polyline p owns segments seg_offsets[p]..seg_offsets[p + 1] - 1; segment s starts at vertex s + p.
+    seg_offsets = offsets - xp.arange(lines + 1, dtype=xp.int64)
+    index = xp.arange(vertices.shape[0] - lines if lines else 0, dtype=xp.int64)
+    polyline = xp.searchsorted(seg_offsets[1:], index, side="right")
+    starts = index + polyline
     p0 = vertices[starts]
     p1 = vertices[starts + 1]
     tangent, length = _unit(p1 - p0, xp)
 
     # Keep non-degenerate segments, or the first segment of an all-degenerate polyline.
-    keep = length > _EPS
-    polyline_has_length = xp.zeros(lines.count, dtype=bool)
-    polyline_has_length[polyline[keep]] = True
-    first_of_polyline = xp.asarray(np.r_[True, polyline_np[1:] != polyline_np[:-1]] if polyline_np.size else np.zeros(0, bool))
-    keep |= first_of_polyline & ~polyline_has_length[polyline]
-    p0, p1, tangent, length, polyline = p0[keep], p1[keep], tangent[keep], length[keep], polyline[keep]
+    long_enough = length > _EPS
+    polyline_has_length = xp.zeros(lines, dtype=bool)
+    polyline_has_length[polyline[long_enough]] = True
+    keep = long_enough | ((index == seg_offsets[polyline]) & ~polyline_has_length[polyline])
+    kept = xp.nonzero(keep)[0]
+    p0, p1, tangent, length, polyline = p0[kept], p1[kept], tangent[kept], length[kept], polyline[kept]
 
     count = p0.shape[0]
     same_as_prev = xp.zeros(count, dtype=bool)
@@ -80,12 +80,11 @@ def build_segment_table(lines: Polylines, xp=np) -> SegmentTable:
     has_end = xp.zeros(count, dtype=bool)
     has_end[:-1] = same_as_prev[1:]
 
-    # Joint plane normal = mean of the incoming and outgoing tangents.
+    # Joint plane normal = mean of the incoming and outgoing tangents (the tangent at a reversal).
     joint = xp.zeros((count, 2), dtype=xp.float32)
     if count > 1:
         joint[1:] = tangent[:-1] + tangent[1:]
-        reversal = (joint * joint).sum(axis=1) < _EPS
-        joint[reversal] = tangent[reversal]
+    joint = xp.where(((joint * joint).sum(axis=1) < _EPS)[:, None], tangent, joint)
     joint, _ = _unit(joint, xp)
     start_normal = xp.where(has_start[:, None], joint, 0).astype(xp.float32)
     end_normal = xp.zeros((count, 2), dtype=xp.float32)
@@ -94,14 +93,13 @@ def build_segment_table(lines: Polylines, xp=np) -> SegmentTable:
 
     # Arc length at each segment start, restarting at every polyline.
     cumulative = xp.cumsum(length.astype(xp.float64)) - length  # float64: exact per-polyline offsets
-    first_index = xp.zeros(lines.count, dtype=xp.int64)
-    is_first = ~same_as_prev
-    first_index[polyline[is_first]] = xp.nonzero(is_first)[0]
+    firsts = xp.nonzero(~same_as_prev)[0]
+    first_index = xp.zeros(lines, dtype=xp.int64)
+    first_index[polyline[firsts]] = firsts
     arc_start = (cumulative - cumulative[first_index[polyline]]).astype(xp.float32)
-    arc_total = xp.zeros(lines.count, dtype=xp.float32)
+    arc_total = xp.zeros(lines, dtype=xp.float32)
     if count:
-        last = xp.ones(count, dtype=bool)
-        last[:-1] = ~same_as_prev[1:]
-        arc_total[polyline[last]] = (arc_start + length)[last]
+        lasts = xp.concatenate([firsts[1:] - 1, xp.full(1, count - 1, dtype=xp.int64)])
+        arc_total[polyline[lasts]] = (arc_start + length)[lasts]
     return SegmentTable(p0.astype(xp.float32), p1.astype(xp.float32), polyline.astype(xp.int32),
                         arc_start, start_normal, end_normal, has_start, has_end, arc_total)

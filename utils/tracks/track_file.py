@@ -51,26 +51,49 @@ def tracks_to_json(tracks) -> str:
     return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
-def _json_array(document: dict, key: str, shape: tuple, source: str, dtype) -> np.ndarray:
+_NUMBER_TYPES = {int, float, type(None)}  # null = NaN (a lost point); JSON true/false are not numbers
+
+
+def _json_array(document: dict, key: str, shape: tuple, source: str, flags: bool = False) -> np.ndarray:
+    """float64 array of ``shape`` from nested lists that really hold that many numbers.
+
+    Empty dimensions must be spelled out too (``frames`` empty lists for zero
+    tracks), so a declared count can never exceed the data. ``flags`` also
+    accepts true/false.
+    """
+    wanted = f"'{key}' must be nested lists of numbers of shape {list(shape)}"
     try:
-        array = np.array(document[key], dtype=dtype)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{source}: '{key}' must be nested lists of numbers of shape {list(shape)} "
-                         f"({error})") from None
-    if array.size == 0 and int(np.prod(shape)) == 0:
-        array = array.reshape(shape)
+        array = np.array(document[key], dtype=object)
+    except (ValueError, RecursionError) as error:
+        raise ValueError(f"{source}: {wanted} ({error})") from None
+    size = int(np.prod(shape))
+    if size == 0:
+        spelled = shape[:shape.index(0) + 1]
+        if array.size != 0 or array.shape[:len(spelled)] != spelled or array.ndim > len(shape):
+            raise ValueError(f"{source}: '{key}' has shape {list(array.shape)}, expected {list(shape)} from "
+                             "'frames' and 'tracks' (with empty lists for empty frames)")
+        return np.zeros(shape, np.float64)
     if array.shape != shape:
         raise ValueError(f"{source}: '{key}' has shape {list(array.shape)}, expected {list(shape)} "
                          "from 'frames' and 'tracks'")
-    return array
+    kinds = set(map(type, array.flat))
+    allowed = _NUMBER_TYPES | {bool} if flags else _NUMBER_TYPES
+    if not kinds <= allowed:
+        found = ", ".join(sorted(kind.__name__ for kind in kinds - allowed))
+        raise ValueError(f"{source}: {wanted}; found {found}")
+    try:
+        return array.astype(np.float64)
+    except OverflowError:
+        raise ValueError(f"{source}: '{key}' holds a number too large for a float") from None
 
 
 def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
     """Parse format-version-1 JSON text; errors name ``source`` (e.g. a file path)."""
     try:
         document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{source} is not valid JSON ({error})") from None
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, 4300+ digit integers, deep nesting
+        reason = "nested too deeply" if isinstance(error, RecursionError) else " ".join(str(error).split())
+        raise ValueError(f"{source} is not valid JSON ({reason})") from None
     if not isinstance(document, dict) or document.get("format") != JSON_FORMAT:
         raise ValueError(f"{source} is not a track file: expected \"format\": \"{JSON_FORMAT}\"")
     version = document.get("version")
@@ -86,14 +109,14 @@ def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
         if key not in document:
             raise ValueError(f"{source} is missing '{key}'")
     frames, count = counts
-    path = _json_array(document, "path", (frames, count, 2), source, np.float64)
-    visible = _json_array(document, "visible", (frames, count), source, np.float64)
+    path = _json_array(document, "path", (frames, count, 2), source)
+    visible = _json_array(document, "visible", (frames, count), source, flags=True)
     if not np.all((visible == 0) | (visible == 1)):
         raise ValueError(f"{source}: 'visible' must hold only 0 and 1")
     optional = {}
     for key, tail in (("size", (2,)), ("confidence", ()), ("opacity", ())):
         if document.get(key) is not None:
-            optional[key] = _json_array(document, key, (frames, count) + tail, source, np.float64)
+            optional[key] = _json_array(document, key, (frames, count) + tail, source)
     return Tracks(path, visible, optional.get("size"), optional.get("confidence"), optional.get("opacity"),
                   name=source)
 

@@ -1,12 +1,20 @@
-"""Streaming video in and out with PyAV (one frame in memory at a time), and PNG out."""
+"""Streaming video in and out with PyAV (one frame in memory at a time), and PNG out.
+
+Reading keeps what the file says: frames come upright (the display matrix's
+rotation applied), with their own timestamps (variable frame rates survive),
+from any frame on (frame-accurate seeking), and a file that ends early or has
+damaged frames is reported (frames read vs declared). Writing picks the format
+from the output's extension (:mod:`.formats`), copies the input's audio
+(:mod:`.audio`), and never destroys a file (:mod:`.paths`).
+"""
 
 from __future__ import annotations
 
 import os
-import secrets
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Iterator
+from typing import Iterator, NamedTuple
 
 import av
 import cv2
@@ -14,8 +22,14 @@ import numpy as np
 
 from ..core.checks import Range
 from ..core.log import LOGGER
+from . import paths
+from .formats import OutputFormat, choose_format
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
+_VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-used per x264 preset
+MAX_FPS = 1000
+MAX_SIDE = 16384  # pixels: the largest frame side read or written (larger is refused, not attempted)
+_SCAN_KEYFRAMES = 2  # keyframes past the wanted frame scanned before its timestamp is trusted (open GOPs)
 CRF_RANGE = Range(0, 51)  # x264 quality: lower is better
 
 
@@ -23,14 +37,22 @@ CRF_RANGE = Range(0, 51)  # x264 quality: lower is better
 class VideoInfo:
     """What a video file says about itself.
 
-    ``frame_count`` is the container's count, or an estimate from duration x fps
-    when it has none (0 when neither is known); ``fps`` is 0 when unknown.
+    ``width``/``height`` are the displayed size (after rotation); ``rotation`` is
+    the counter-clockwise turn (degrees, a multiple of 90) applied to the coded
+    frames to show them upright. ``frame_count`` is the container's count
+    (``counted``) or an estimate from duration x fps (0 when neither is known);
+    ``fps`` is the average rate, 0 when unknown. ``audio`` names the first audio
+    stream's codec, or is None; ``time_base`` is the unit of the frames' timestamps.
     """
 
     width: int
     height: int
     fps: Fraction
     frame_count: int
+    rotation: int = 0
+    counted: bool = True
+    audio: str | None = None
+    time_base: Fraction | None = None
 
 
 def _open_video(path) -> tuple:
@@ -47,74 +69,197 @@ def _open_video(path) -> tuple:
     except av.error.FFmpegError as error:
         raise ValueError(f"{path} is not a readable video ({error.strerror or error})") from None
     if not container.streams.video:
+        audio = " (it holds only audio)" if container.streams.audio else ""
         container.close()
-        raise ValueError(f"{path} has no video stream")
-    return container, container.streams.video[0]
+        raise ValueError(f"{path} has no video stream{audio}")
+    stream = container.streams.video[0]
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE):
+        container.close()
+        raise ValueError(f"{path} is {width}x{height}; frames from 1x1 to {MAX_SIDE}x{MAX_SIDE} are supported")
+    return container, stream
+
+
+def _display_rotation(stream) -> int:
+    """Counter-clockwise degrees (0, 90, 180, 270) that show ``stream``'s frames upright, from its first frame."""
+    try:
+        for frame in stream.container.decode(stream):
+            return _quarter_turns(frame.rotation) * 90
+    except av.error.FFmpegError:
+        pass
+    return 0
+
+
+def _quarter_turns(rotation) -> int:
+    """Quarter turns (0..3) of a display-matrix rotation; other angles are ignored with a warning."""
+    turns, rest = divmod(round(rotation or 0), 90)
+    if rest:
+        LOGGER.warning("video rotation of %s degrees is not a multiple of 90; frames are used as stored", rotation)
+        return 0
+    return turns % 4
 
 
 def probe_video(path) -> VideoInfo:
-    """Size, frame rate and (estimated) frame count of a video file."""
+    """Size (upright), frame rate, (estimated) frame count, rotation and audio of a video file."""
     container, stream = _open_video(path)
     with container:
         fps = stream.average_rate or stream.guessed_rate or Fraction(0)
-        count = stream.frames
+        count, counted = stream.frames, True
         if not count and fps:
+            counted = False
             if stream.duration is not None and stream.time_base is not None:
                 seconds = stream.duration * stream.time_base
             else:
                 seconds = (container.duration or 0) / av.time_base
             count = round(seconds * fps)
-        return VideoInfo(stream.codec_context.width, stream.codec_context.height, Fraction(fps), int(count))
+        audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
+        rotation = _display_rotation(stream)
+        width, height = stream.codec_context.width, stream.codec_context.height
+        if rotation % 180:
+            width, height = height, width
+        time_base = Fraction(stream.time_base) if stream.time_base else None
+        return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base)
 
 
-def _decoded_frames(packets: Iterable, path: str) -> Iterator[np.ndarray]:
-    """RGB uint8 frames from demuxed packets; bad frames are logged and skipped.
+class DecodedFrame(NamedTuple):
+    """One upright uint8 RGB frame [H, W, 3], its index in the video and its time in seconds (None if unknown)."""
 
-    A packet that fails to decode counts as one frame (its index, in decode
-    order, is logged); a demuxer error ends the stream with a warning.
+    image: np.ndarray
+    index: int
+    time: Fraction | None
+
+
+def _source_matrix(frame) -> str:
+    """The YUV->RGB matrix of ``frame``: its tag, else BT.709 from 720 lines up and BT.601 below (as players do)."""
+    tagged = {1: "itu709", 5: "itu601", 6: "smpte170m", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
+    return tagged.get(frame.colorspace, "itu709" if frame.height >= 720 else "itu601")
+
+
+def frame_to_rgb(frame) -> np.ndarray:
+    """A decoded frame as upright uint8 RGB [H, W, 3] (its colour matrix and range honoured)."""
+    if frame.format.name in ("rgb24", "rgba", "bgr24", "bgra", "gbrp", "pal8") or frame.format.name.startswith("gray"):
+        image = frame.to_ndarray(format="rgb24")
+    else:
+        image = frame.to_ndarray(format="rgb24", src_colorspace=_source_matrix(frame),
+                                 src_color_range="JPEG" if frame.color_range == 2 else "MPEG")
+    turns = _quarter_turns(frame.rotation)
+    return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
+
+
+def _frame_time(frame) -> Fraction | None:
+    if frame.pts is None or frame.time_base is None:
+        return None
+    return frame.pts * Fraction(frame.time_base)
+
+
+def _start_timestamp(container, stream, start: int) -> int | None:
+    """The pts of presentation-order frame ``start`` from a demux-only scan (None when pts are missing).
+
+    Raises ValueError when the video has no frame ``start``.
     """
-    index = 0
-    packets = iter(packets)
+    stamps, keyframes_after = [], 0
+    for packet in container.demux(stream):
+        if packet.size == 0:
+            continue
+        if packet.pts is None:
+            return None
+        stamps.append(packet.pts)
+        if len(stamps) > start and packet.is_keyframe:
+            keyframes_after += 1
+            if keyframes_after > _SCAN_KEYFRAMES:
+                break
+    if len(stamps) <= start:
+        raise ValueError(f"the video has {len(stamps)} frames; it has no frame {start} to start from")
+    return sorted(stamps)[start]
+
+
+@dataclass
+class DecodeStats:
+    """What a decoder met: frames yielded (``read``), frames skipped as undecodable (``failed``), early end."""
+
+    read: int = 0
+    failed: int = 0
+    ended_early: bool = False
+
+    @property
+    def position(self) -> int:
+        """Frames passed so far, good or bad (a skipped frame keeps its number, so later ones keep theirs)."""
+        return self.read + self.failed
+
+
+def _seek(container, stream, start: int) -> int | None:
+    """Position the demuxer at or before frame ``start``; the pts to start at (None: count frames instead)."""
+    if start == 0:
+        return None
+    target = _start_timestamp(container, stream, start)
+    container.seek(0 if target is None else target, stream=stream, backward=True)
+    return target
+
+
+def _decode(container, stream, path: str, start: int, stats: DecodeStats) -> Iterator[DecodedFrame]:
+    """Decoded frames from ``start`` on; bad packets or frames are logged, counted and skipped."""
+    target = _seek(container, stream, start)
+    to_skip = start if target is None else 0
+    packets = container.demux(stream)
     while True:
         try:
             packet = next(packets)
         except StopIteration:
             return
         except av.error.FFmpegError as error:
-            LOGGER.warning("%s: stopped reading after frame %d: %s", path, index, error)
+            LOGGER.warning("%s: stopped reading at frame %d: %s", path, start + stats.position, error)
+            stats.ended_early = True
             return
         try:
             frames = packet.decode()
         except av.error.FFmpegError as error:
-            LOGGER.warning("%s: frame %d failed to decode (%s); skipped", path, index, error)
-            index += 1
+            LOGGER.warning("%s: frame %d failed to decode (%s); skipped", path, start + stats.position, error)
+            stats.failed += 1
             continue
         for frame in frames:
+            if target is not None and frame.pts is not None and frame.pts < target:
+                continue
+            if to_skip:
+                to_skip -= 1
+                continue
             try:
-                image = frame.to_ndarray(format="rgb24")
+                image = frame_to_rgb(frame)
             except (av.error.FFmpegError, ValueError) as error:
-                LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, index, error)
-            else:
-                yield image
-            index += 1
+                LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, start + stats.position,
+                               error)
+                stats.failed += 1
+                continue
+            yield DecodedFrame(image, start + stats.position, _frame_time(frame))
+            stats.read += 1
 
 
 class VideoFrames:
-    """An iterator of decoded frames that owns the open file (see :func:`iter_video_frames`).
+    """Decoded frames of one file, in presentation order; owns the open file (see :func:`iter_video_frames`).
 
-    Unlike a generator's, :meth:`close` releases the file even before the first frame was pulled.
+    Iterating yields upright uint8 RGB images; :meth:`timed` yields
+    :class:`DecodedFrame` (image, index, time) from the same stream. Unlike a
+    generator's, :meth:`close` releases the file even before the first frame
+    was pulled, and dropping an unfinished iterator closes it at once. ``stats``
+    counts frames read and frames that could not be decoded.
     """
 
-    def __init__(self, container, stream, path: str):
+    def __init__(self, container, stream, path: str, start: int = 0):
         self._container = container
-        self._frames = _decoded_frames(container.demux(stream), path)
+        self.path = path
+        self.start = start
+        self.stats = DecodeStats()
+        self._frames = _decode(container, stream, path, start, self.stats)
+
+    def timed(self) -> Iterator[DecodedFrame]:
+        """The remaining frames with their index and time."""
+        return self._frames
 
     def __iter__(self) -> "VideoFrames":
         return self
 
     def __next__(self) -> np.ndarray:
         try:
-            return next(self._frames)
+            return next(self._frames).image
         except StopIteration:
             self.close()
             raise
@@ -127,74 +272,58 @@ class VideoFrames:
     __del__ = close  # dropped unfinished: release the file now, as a generator's cleanup would
 
 
-def iter_video_frames(path) -> VideoFrames:
-    """Decode ``path`` one frame at a time: uint8 RGB [H, W, 3] per frame.
+def iter_video_frames(path, start: int = 0) -> VideoFrames:
+    """Decode ``path`` one frame at a time from frame ``start`` on: upright uint8 RGB [H, W, 3] per frame.
 
     The file is opened (and checked) at call time; it is closed when the
-    iterator is exhausted or closed (started or not).
+    iterator is exhausted or closed (started or not). Seeking is
+    frame-accurate: frame ``start`` is the one a decode from the beginning
+    would have yielded ``start``-th (counting in presentation order).
     """
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise ValueError(f"start frame must be a whole number >= 0, got {start!r}")
     container, stream = _open_video(path)
     stream.thread_type = "AUTO"
-    return VideoFrames(container, stream, os.fspath(path))
+    return VideoFrames(container, stream, os.fspath(path), start)
 
 
-def _create_part_file(folder: str, name: str) -> str:
-    """Create an empty ``.NAME.XXXXXXXX.part`` file in ``folder`` (permissions follow the umask)."""
-    while True:
-        path = os.path.join(folder or ".", f".{name}.{secrets.token_hex(4)}.part")
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-            return path
-        except FileExistsError:
-            continue
+def _check_rate(fps) -> Fraction:
+    try:
+        rate = Fraction(fps).limit_denominator(1_000_000)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"fps must be a number in (0, {MAX_FPS}], got {fps!r}") from None
+    if isinstance(fps, bool) or not 0 < rate <= MAX_FPS:
+        raise ValueError(f"fps must be a number in (0, {MAX_FPS}], got {fps}")
+    return rate
 
 
-class VideoWriter:
-    """H.264 (libx264, yuv420p) MP4 writer; a context manager.
+def _check_frame(frame, label: str, index: int, channels: int) -> None:
+    kind = "RGBA" if channels == 4 else "RGB"
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 \
+            or frame.shape[2] != channels:
+        raise ValueError(f"frame {index} for {label} must be a uint8 {kind} array [H, W, {channels}], got "
+                         f"{getattr(frame, 'dtype', type(frame).__name__)} {list(np.shape(frame))}")
 
-    The first frame fixes the size. yuv420p needs even sizes, so odd widths or
-    heights are padded by one row/column repeating the edge (the file is then
-    one pixel larger). Frames go to a temporary file beside ``path``, renamed to
-    ``path`` only when :meth:`close` succeeds; on an exception (KeyboardInterrupt
-    included) inside ``with``, or :meth:`abort`, the temporary file is removed
-    and nothing exists under ``path``. The folder is checked at construction.
-    """
 
-    def __init__(self, path, fps=30, crf: int = 18, preset: str = "medium"):
-        self.path = os.path.abspath(os.fspath(path))
-        try:
-            self._rate = Fraction(fps).limit_denominator(1_000_000)
-        except (TypeError, ValueError):
-            raise ValueError(f"fps must be a number > 0, got {fps!r}") from None
-        if self._rate <= 0:
-            raise ValueError(f"fps must be > 0, got {fps!r}")
-        if not CRF_RANGE.low <= crf <= CRF_RANGE.high:
-            raise ValueError(f"crf must lie in {CRF_RANGE.low}..{CRF_RANGE.high} (lower is better quality), got {crf}")
-        if preset not in X264_PRESETS:
-            raise ValueError(f"preset {preset!r} is not an x264 preset; use one of {', '.join(X264_PRESETS)}")
-        folder, name = os.path.split(self.path)
-        if os.path.isdir(self.path):
-            raise IsADirectoryError(f"cannot write video {self.path}: it is a folder")
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"cannot write video {self.path}: folder {folder} does not exist")
-        try:
-            self._temp = _create_part_file(folder, name)
-        except OSError as error:
-            raise PermissionError(f"cannot write video {self.path}: folder {folder} is not writable "
-                                  f"({error.strerror})") from None
-        self._options = {"crf": str(crf), "preset": preset}
-        try:
-            self._container = av.open(self._temp, "w", format="mp4")
-        except BaseException:
-            os.remove(self._temp)
-            raise
-        self._stream = None
-        self._size = None
-        self._padding = (0, 0)
+class _Writer:
+    """Shared life cycle of the writers: a checked target, a temporary twin, commit on close, discard on abort."""
+
+    format: OutputFormat
+
+    def __init__(self, path, inputs, what: str):
+        self.output = paths.check_output(path, inputs, what=what)
+        self.path = self.output.target
+        self.label = f"{what} {self.output.given}"
         self.frame_count = 0
         self.closed = False
+        self._size = None
+        self._temp = None
 
-    def __enter__(self) -> "VideoWriter":
+    @property
+    def channels(self) -> int:
+        return 4 if self.format.alpha else 3
+
+    def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> bool:
@@ -204,65 +333,325 @@ class VideoWriter:
             self.abort()
         return False
 
-    def _start(self, height: int, width: int) -> None:
-        self._size = (height, width)
-        self._padding = (height % 2, width % 2)
-        if any(self._padding):
-            LOGGER.info("%s: %dx%d is odd; padding to %dx%d for yuv420p", self.path, width, height,
-                        width + self._padding[1], height + self._padding[0])
-        stream = self._container.add_stream("libx264", rate=self._rate, options=self._options)
-        stream.width = width + self._padding[1]
-        stream.height = height + self._padding[0]
-        stream.pix_fmt = "yuv420p"
-        self._stream = stream
-
-    def write(self, frame: np.ndarray) -> None:
-        """Append one uint8 RGB [H, W, 3] frame."""
+    def _accept(self, frame) -> None:
         if self.closed:
-            raise ValueError(f"video writer for {self.path} is closed")
-        if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 \
-                or frame.shape[2] != 3:
-            raise ValueError(f"frame {self.frame_count} for {self.path} must be a uint8 RGB array "
-                             f"[H, W, 3], got {getattr(frame, 'dtype', type(frame).__name__)} "
-                             f"{list(np.shape(frame))}")
-        if self._stream is None:
-            self._start(*frame.shape[:2])
+            raise ValueError(f"{self.label} is closed")
+        _check_frame(frame, self.label, self.frame_count, self.channels)
+        if self._size is None:
+            self._size = frame.shape[:2]
         elif frame.shape[:2] != self._size:
-            raise ValueError(f"frame {self.frame_count} is {frame.shape[1]}x{frame.shape[0]} but video "
-                             f"{self.path} is {self._size[1]}x{self._size[0]} (set by its first frame)")
-        if any(self._padding):
-            frame = np.pad(frame, ((0, self._padding[0]), (0, self._padding[1]), (0, 0)), mode="edge")
-        video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
-        video_frame.pts = self.frame_count
-        video_frame.time_base = 1 / self._rate
-        self._container.mux(self._stream.encode(video_frame))
-        self.frame_count += 1
+            raise ValueError(f"frame {self.frame_count} is {frame.shape[1]}x{frame.shape[0]} but {self.label} is "
+                             f"{self._size[1]}x{self._size[0]} (set by its first frame)")
+
+    def _finish(self) -> None:
+        """Complete the temporary file (subclasses)."""
 
     def close(self) -> None:
-        """Finish the file and move it to ``path``. Raises if no frame was written."""
+        """Finish and move the output into place. Raises if no frame was written."""
         if self.closed:
             return
         if self.frame_count == 0:
             self.abort()
-            raise ValueError(f"no frames were written to {self.path}; nothing saved")
+            raise ValueError(f"no frames were written to {self.output.given}; nothing saved")
         try:
-            self._container.mux(self._stream.encode(None))
-            self._container.close()
-            os.replace(self._temp, self.path)
+            self._finish()
+            paths.commit(self._temp, self.path)
         except BaseException:
             self.abort()
             raise
         self.closed = True
 
+    def _release(self) -> None:
+        """Close open handles before the temporary output is removed (subclasses)."""
+
     def abort(self) -> None:
-        """Discard the video: close and delete the temporary file."""
+        """Discard the output: close and delete the temporary file or folder."""
         self.closed = True
+        self._release()
+        if self._temp is not None:
+            paths.discard(self._temp)
+
+
+class VideoWriter(_Writer):
+    """Video file writer in the format of ``path``'s extension (:mod:`.formats`); a context manager.
+
+    ``write(frame, time)`` takes uint8 RGB [H, W, 3] frames (RGBA [H, W, 4] for
+    the alpha formats of ``layer_only``) and optional times in seconds from the
+    video's start (default ``index / fps``), so variable frame rates are kept.
+    The first frame fixes the size; 4:2:0 H.264/HEVC need even sizes, so odd
+    frames are padded by one edge row/column there. Colours are written as
+    BT.709 (tagged). ``audio`` (an :class:`~.audio.AudioCopy`) adds the
+    input's sound, muxed in step with the frames.
+
+    Nothing is written under ``path`` until :meth:`close` succeeds: frames go to
+    a short hidden temporary file beside it, renamed over ``path`` at the end; an
+    exception inside ``with`` (KeyboardInterrupt included) or :meth:`abort`
+    removes it. ``path`` is checked at construction: it must not be one of
+    ``inputs``, a folder, FIFO or device (see :func:`.paths.check_output`).
+    """
+
+    def __init__(self, path, fps=30, crf: int = 18, preset: str = "medium", *, layer_only: bool = False,
+                 codec: str = "h264", inputs=(), audio=None, time_base: Fraction | None = None):
+        self._rate = _check_rate(fps)
+        low, high = int(CRF_RANGE.low), int(CRF_RANGE.high)
+        if isinstance(crf, bool) or not isinstance(crf, (int, np.integer)) or not low <= crf <= high:
+            raise ValueError(f"crf must be a whole number in {low}..{high} (lower is better quality), got {crf!r}")
+        if preset not in X264_PRESETS:
+            raise ValueError(f"preset {preset!r} is not an x264 preset; use one of {', '.join(X264_PRESETS)}")
+        super().__init__(path, inputs, "video")
+        self.format = fmt = choose_format(path, layer_only, codec)
+        if fmt.container is None:
+            raise ValueError(f"{self.output.given} names a folder; PNG sequences are written by PngSequenceWriter")
+        self._time_base = Fraction(1, 100) if fmt.codec == "gif" else (time_base or 1 / self._rate)
+        self._options = self._encoder_options(int(crf), preset)
+        self._temp = paths.create_temp_file(self.path, self.label)
+        try:
+            self._container = av.open(self._temp, "w", format=fmt.container)
+        except BaseException:
+            paths.discard(self._temp)
+            raise
+        self._audio = audio
+        self._stream = None
+        self._padding = (0, 0)
+        self._last_pts = -1
+        self._palette = None
+        self._padded = None
+        self._yuv = None
+        self._origin = Fraction(0)
+        self.end_time = Fraction(0)
+
+    def _encoder_options(self, crf: int, preset: str) -> dict:
+        options = dict(self.format.options)
+        if self.format.codec in ("libx264", "libx265"):
+            options.update(crf=str(crf), preset=preset)
+        elif self.format.codec == "libvpx-vp9":
+            options.update({"cpu-used": str(_VP9_SPEED[preset]), "deadline": "good"})
+            if "lossless" not in options:
+                options["crf"] = str(crf)
+        return options
+
+    def _start(self, height: int, width: int) -> None:
+        fmt = self.format
+        self._padding = (height % 2, width % 2) if fmt.even else (0, 0)
+        if any(self._padding):
+            LOGGER.info("%s: %dx%d is odd; padding to %dx%d for %s", self.output.given, width, height,
+                        width + self._padding[1], height + self._padding[0], fmt.pix_fmt)
+        stream = self._container.add_stream(fmt.codec, rate=self._rate, options=self._options)
+        stream.width = width + self._padding[1]
+        stream.height = height + self._padding[0]
+        stream.pix_fmt = fmt.pix_fmt
+        stream.time_base = self._time_base
+        stream.codec_context.time_base = self._time_base
+        if fmt.codec_tag:
+            stream.codec_context.codec_tag = fmt.codec_tag
+        if fmt.codec == "libvpx-vp9":
+            stream.codec_context.thread_count = os.cpu_count() or 1
+        if fmt.pix_fmt.startswith("yuv"):
+            context = stream.codec_context
+            context.colorspace, context.color_range = 1, 1  # BT.709, limited range
+            context.color_primaries, context.color_trc = 1, 1
+        if fmt.codec == "gif":
+            self._palette = _GifPalette(stream.width, stream.height, self._time_base)
+        self._stream = stream
+        if self._audio is not None:
+            self._audio.attach(self._container, fmt, self._origin)
+
+    def _video_frame(self, frame: np.ndarray):
+        """``frame`` as the encoder's pixel format; the caller's array is not kept once this returns."""
+        if any(self._padding):
+            frame = self._pad(frame)
+        layout = "rgba" if self.format.alpha else "rgb24"
+        if self.format.pix_fmt == "yuv420p" and not frame.shape[0] % 4 and not frame.shape[1] % 2:  # I420 rows pack
+            if self._yuv is None:
+                self._yuv = Bt709Converter(*frame.shape[:2])
+            # the encoders used here copy the picture in encode(), so one buffer serves every frame
+            return av.VideoFrame.from_numpy_buffer(self._yuv.convert(frame), format="yuv420p")
+        if not self.format.pix_fmt.startswith("yuv"):
+            return av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format=layout)
+        # converted straight from the caller's memory (no copy); the converted frame is FFmpeg's own
+        image = av.VideoFrame.from_numpy_buffer(np.ascontiguousarray(frame), format=layout)
+        return image.reformat(format=self.format.pix_fmt, dst_colorspace="itu709", dst_color_range="MPEG")
+
+    def _pad(self, frame: np.ndarray) -> np.ndarray:
+        """``frame`` with its last row/column repeated to an even size, in a buffer kept between frames."""
+        height, width = frame.shape[:2]
+        if self._padded is None:
+            self._padded = np.empty((height + self._padding[0], width + self._padding[1], frame.shape[2]), np.uint8)
+        padded = self._padded
+        padded[:height, :width] = frame
+        padded[:height, width:] = frame[:, -1:]
+        padded[height:] = padded[height - 1:height]
+        return padded
+
+    def write(self, frame: np.ndarray, time: Fraction | float | None = None) -> None:
+        """Append one frame shown at ``time`` seconds on the source's clock (default: frame index / fps).
+
+        The first frame's time is the video's start (time 0), also for the audio.
+        """
+        self._accept(frame)
+        if self._stream is None:
+            self._origin = Fraction(0) if time is None else Fraction(time)
+            self._start(*frame.shape[:2])
+        seconds = Fraction(self.frame_count) / self._rate if time is None else Fraction(time) - self._origin
+        pts = max(round(seconds / self._time_base), self._last_pts + 1)
+        self._last_pts = pts
+        image = self._video_frame(frame)
+        image.pts, image.time_base = pts, self._time_base
+        for encoded in (self._palette.apply(image) if self._palette else (image,)):
+            self._container.mux(self._stream.encode(encoded))
+        self.frame_count += 1
+        self.end_time = pts * self._time_base
+        if self._audio is not None:
+            self._audio.advance(self.end_time)
+
+    def _finish(self) -> None:
+        if self._palette is not None:
+            for image in self._palette.flush():
+                self._container.mux(self._stream.encode(image))
+        self._container.mux(self._stream.encode(None))
+        if self._audio is not None:
+            self._audio.finish(self.end_time + self._frame_duration())
+            self._audio.close()
+        self._container.close()
+        if self._yuv is not None:
+            self._yuv.close()
+
+    def _frame_duration(self) -> Fraction:
+        return self.end_time / max(self.frame_count - 1, 1) if self.frame_count > 1 else 1 / self._rate
+
+    def _release(self) -> None:
+        if self._yuv is not None:
+            self._yuv.close()
+        if self._audio is not None:
+            self._audio.close()
         try:
             self._container.close()
         except (av.error.FFmpegError, OSError) as error:
-            LOGGER.debug("%s: closing an aborted video failed: %s", self.path, error)
-        if os.path.exists(self._temp):
-            os.remove(self._temp)
+            LOGGER.debug("%s: closing an aborted video failed: %s", self.output.given, error)
+
+
+def _bt709_rows() -> np.ndarray:
+    """float32 [3, 4]: RGB (0..255) -> limited-range BT.709 Y, Cb, Cr (rows), with the offsets in column 3."""
+    red, blue = 0.2126, 0.0722
+    green = 1.0 - red - blue
+    matrix = np.array([[red, green, blue],
+                       [-red / (2 * (1 - blue)), -green / (2 * (1 - blue)), 0.5],
+                       [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]])
+    matrix *= np.array([[219.0], [224.0], [224.0]]) / 255.0
+    return np.hstack([matrix, [[16.0], [128.0], [128.0]]]).astype(np.float32)
+
+
+class Bt709Converter:
+    """RGB -> I420 (yuv420p, limited-range BT.709) into buffers kept between frames.
+
+    The height must be a multiple of 4 and the width even, so the chroma planes
+    pack into whole rows of the [H * 3 / 2, W] array FFmpeg takes.
+
+    OpenCV does the arithmetic (SIMD) on row bands in parallel threads: luma
+    from the full rows, chroma from the rows averaged over 2x2 blocks (the same
+    as averaging the chroma, the transform being linear). FFmpeg's converter
+    reads it back within 1 level. Call :meth:`close` to stop the threads.
+    """
+
+    ROWS = _bt709_rows()
+
+    def __init__(self, height: int, width: int, workers: int | None = None):
+        self.height, self.width = height, width
+        self.planes = np.empty((height * 3 // 2, width), np.uint8)
+        self._yuv = np.empty((height, width, 3), np.uint8)
+        self._half = np.empty((height // 2, width // 2, 3), np.uint8)
+        self._half_yuv = np.empty((height // 2, width // 2, 3), np.uint8)
+        quarter = self.planes[height:].reshape(2, height // 2, width // 2)
+        self._luma, self._u, self._v = self.planes[:height], quarter[0], quarter[1]
+        count = max(1, min(workers or os.cpu_count() or 1, height // 16))
+        edges = np.linspace(0, height // 2, count + 1).astype(int) * 2  # even rows: whole chroma rows per band
+        self._bands = [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+        self._pool = ThreadPoolExecutor(len(self._bands), thread_name_prefix="trackoverlay-yuv") \
+            if len(self._bands) > 1 else None
+
+    def _band(self, rgb: np.ndarray, rows: tuple) -> None:
+        lo, hi = rows
+        half = slice(lo // 2, hi // 2)
+        cv2.transform(rgb[lo:hi], self.ROWS, dst=self._yuv[lo:hi])
+        cv2.extractChannel(self._yuv[lo:hi], 0, dst=self._luma[lo:hi])
+        cv2.resize(rgb[lo:hi], (self.width // 2, (hi - lo) // 2), dst=self._half[half], interpolation=cv2.INTER_AREA)
+        cv2.transform(self._half[half], self.ROWS, dst=self._half_yuv[half])
+        cv2.extractChannel(self._half_yuv[half], 1, dst=self._u[half])
+        cv2.extractChannel(self._half_yuv[half], 2, dst=self._v[half])
+
+    def convert(self, rgb: np.ndarray) -> np.ndarray:
+        """The I420 planes of uint8 RGB [H, W, 3] ``rgb``: Y [H, W], then U and V [H/2, W/2] each, row-packed."""
+        if self._pool is None:
+            self._band(rgb, self._bands[0])
+        else:
+            list(self._pool.map(lambda rows: self._band(rgb, rows), self._bands))
+        return self.planes
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+class _GifPalette:
+    """A palette per frame (FFmpeg palettegen + paletteuse), so GIF colours stay close to the frames'."""
+
+    def __init__(self, width: int, height: int, time_base: Fraction):
+        graph = av.filter.Graph()
+        source = graph.add_buffer(width=width, height=height, format="rgb24", time_base=time_base)
+        split = graph.add("split")
+        generate = graph.add("palettegen", "stats_mode=single:reserve_transparent=0")
+        use = graph.add("paletteuse", "new=1:dither=sierra2_4a")
+        sink = graph.add("buffersink")
+        source.link_to(split)
+        split.link_to(generate, 0, 0)
+        split.link_to(use, 1, 0)
+        generate.link_to(use, 0, 1)
+        use.link_to(sink)
+        graph.configure()
+        self._graph = graph
+
+    def _pull(self) -> list:
+        frames = []
+        while True:
+            try:
+                frames.append(self._graph.pull())
+            except (av.error.BlockingIOError, av.error.EOFError):
+                return frames
+
+    def apply(self, image) -> list:
+        self._graph.push(image)
+        return self._pull()
+
+    def flush(self) -> list:
+        self._graph.push(None)
+        return self._pull()
+
+
+class PngSequenceWriter(_Writer):
+    """A folder of ``frame_000000.png``, ... (RGB, or RGBA for ``layer_only``), written atomically.
+
+    ``path`` names the folder (a trailing ``/``); it must be new or empty. The
+    files are written into a hidden temporary folder beside it, renamed onto
+    ``path`` only when :meth:`close` succeeds. Files are numbered by the frame
+    index given to :meth:`write` (the source's frame number), so parts of a shot
+    rendered separately keep their numbers.
+    """
+
+    def __init__(self, path, *, layer_only: bool = False, inputs=(), what: str = "PNG sequence"):
+        path = os.fspath(path)
+        if not paths.is_folder_spelling(path):
+            path += os.sep
+        super().__init__(path, inputs, what)
+        self.format = choose_format(path, layer_only)
+        self._temp = paths.create_temp_folder(self.path, self.label)
+
+    def write(self, frame: np.ndarray, index: int | None = None) -> None:
+        """Write one frame as ``frame_<index>.png`` (default: frames written so far)."""
+        self._accept(frame)
+        number = self.frame_count if index is None else index
+        write_png(os.path.join(self._temp, f"frame_{number:06d}.png"), frame)
+        self.frame_count += 1
 
 
 def write_png(path, frame: np.ndarray) -> None:

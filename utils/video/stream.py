@@ -1,13 +1,23 @@
-"""Streaming overlay pipeline: one frame at a time, in memory independent of clip length.
+"""Streaming overlay pipeline: memory independent of clip length, decode / draw / encode overlapped.
 
 ::
 
     frames ─▶ points (detector / track file / demo) ─▶ graph (hysteresis on
-    the previous frame's edges) ─▶ display list ─▶ renderer ─▶ writer (+ PNGs)
+    the previous frame's edges) ─▶ display list ─▶ renderer ─▶ writer (+ PNGs, + audio)
 
 Each stage keeps only what the next frame needs (the detector's live points,
-the previous frame's edges), and frames are pulled from the source lazily,
-so an hour of video streams through like a second of it.
+the previous frame's edges). Decoding and encoding run on their own threads
+(:mod:`.pipeline`) with bounded queues, drawing in the caller's thread into a
+small ring of reused frame buffers, so an hour of video streams through like
+a second of it.
+
+Frame ranges (``start_frame``/``end_frame``) render part of a shot so parts
+made on several machines join without a seam, equal to the whole render bit
+for bit: with points that do not depend on the pixels (track files, the
+demo) the graph's hysteresis is replayed from frame 0 (no decoding); with
+detection the detector and the graph run on every frame before the range
+(decoded, not drawn). A bounded detection warm-up is faster and close, not
+equal (see :class:`DetectedPoints`).
 
 Example::
 
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 from abc import ABC
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,11 +43,17 @@ from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
 from ..draw.overlays import box_overlay, link_polylines
 from ..draw.styles import BoxStyle, LineStyle
-from ..graph.neighbours import GraphParams, build_edges
+from ..graph.neighbours import GraphParams, build_edges, edge_lengths
 from ..tracks.contract import Tracks
-from ..tracks.demo import DemoClip
+from ..tracks.demo import CANVAS_RGB, DemoClip
 from ..tracks.detect import TrackDetector
-from .io import VideoWriter, iter_video_frames, probe_video, write_png
+from . import paths
+from .audio import AudioCopy
+from .budget import Budget
+from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, probe_video
+from .pipeline import Pipeline
+
+QUEUE_DEPTH = 2
 
 
 @dataclass(frozen=True)
@@ -68,9 +85,16 @@ class FramePoints:
 
 class PointSource(ABC):
     """Where each frame's points come from: ``source(index, frame) -> FramePoints``, or, for sources
-    that look ahead, :meth:`pairs`."""
+    that look ahead, :meth:`pairs`.
 
-    def __call__(self, index: int, frame: np.ndarray) -> FramePoints:
+    ``needs_frames`` is False when the points do not depend on the pixels
+    (``frame`` may then be None, e.g. to replay the graph before a frame range).
+    """
+
+    needs_frames = False
+    warmup: int | None = None
+
+    def __call__(self, index: int, frame: np.ndarray | None) -> FramePoints:
         """The points of frame ``index`` (called once per frame, in order)."""
         raise NotImplementedError
 
@@ -80,7 +104,15 @@ class PointSource(ABC):
             yield frame, self(index, frame)
 
     def finish(self, frames: int, limited: bool) -> None:
-        """Called after the last frame (``limited``: a frame limit stopped the stream)."""
+        """Called after the last frame; ``frames`` = index of the last frame + 1 (``limited``: a limit stopped it)."""
+
+    def most_points(self) -> int | None:
+        """The most points any frame can have, when known before the render."""
+        return None
+
+    def busiest(self, start: int, stop: int | None, count: int) -> list:
+        """Up to ``count`` frame indices in ``start .. stop - 1`` with the most points (known before the render)."""
+        return []
 
 
 class DetectedPoints(PointSource):
@@ -88,10 +120,24 @@ class DetectedPoints(PointSource):
 
     The detector looks ``detector.lookahead`` frames ahead (to fade and to drop
     short tracks), so that many frames are held here until their points are known.
+
+    For a frame range the detector first sees the frames before it: all of
+    them (``warmup`` None: the part then equals the whole-shot render bit for
+    bit), or the last ``warmup`` ones (faster; the detector starts fresh there,
+    so its points differ from the whole-shot detector's: on the tests' clip of
+    drifting dots with 15 frames of warm-up, at least 3 of 4 points lie within
+    1 px of the whole render's and the point count is within 2; track ids, and
+    so ``color_mode='track'`` colours, differ).
     """
 
-    def __init__(self, detector: TrackDetector):
+    needs_frames = True
+
+    def __init__(self, detector: TrackDetector, warmup: int | None = None):
+        if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
+            raise ValueError(f"warmup must be None (every earlier frame) or a whole number of frames >= 0, "
+                             f"got {warmup!r}")
         self.detector = detector
+        self.warmup = warmup
 
     def pairs(self, frames):
         held = deque()
@@ -103,7 +149,10 @@ class DetectedPoints(PointSource):
             yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
 
     def finish(self, frames, limited):
-        LOGGER.info("detection started %d track(s) over %d frame(s)", self.detector.track_count, frames)
+        LOGGER.info("detection started %d track(s) over the frames it saw", self.detector.track_count)
+
+    def most_points(self):
+        return self.detector.max_tracks or None
 
 
 class TrackPoints(PointSource):
@@ -133,6 +182,15 @@ class TrackPoints(PointSource):
         if frames < self.tracks.frame_count and self.tracks.frame_count > 1 and not limited:
             raise self._mismatch(f"only {frames}")
 
+    def most_points(self):
+        return int(self.tracks.visibility.sum(axis=1).max(initial=0))
+
+    def busiest(self, start, stop, count):
+        if self.tracks.frame_count == 1:
+            return [start]
+        visible = self.tracks.visibility[start:stop].sum(axis=1)
+        return sorted(start + int(t) for t in np.argsort(-visible, kind="stable")[:count])
+
 
 class DemoPoints(PointSource):
     """The demo clip's true dot positions (every dot visible)."""
@@ -142,6 +200,12 @@ class DemoPoints(PointSource):
 
     def __call__(self, index, frame):
         return FramePoints(self.clip.positions(index), np.ones(self.clip.dots, bool))
+
+    def most_points(self):
+        return self.clip.dots
+
+    def busiest(self, start, stop, count):
+        return [start]
 
 
 @dataclass(frozen=True)
@@ -158,20 +222,67 @@ class OverlayBuilder:
 
     The graph is built per frame with the previous frame's edges (pairs of
     track columns) as ``previous``, so hysteresis works across the stream.
-    Call it once per frame, in order.
+    Call it once per frame, in order (or :meth:`advance` for frames that are
+    not drawn). With a :class:`Budget`, a frame whose graph or drawing would
+    need more memory than is available raises ``MemoryBudgetError`` first.
     """
 
-    def __init__(self, spec: OverlaySpec):
+    def __init__(self, spec: OverlaySpec, budget: Budget | None = None):
         self.spec = spec
+        self.budget = budget
         self.edges = None
 
-    def __call__(self, points: FramePoints) -> DisplayList:
+    def _graph(self, points: FramePoints, where: str):
         positions = np.asarray(points.positions, np.float32)
         valid = np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1)
+        if self.spec.lines is not None:
+            if self.budget is not None:
+                graph = self.spec.graph
+                self.budget.check_points(int(valid.sum()), graph.k if graph.mode == "knn" else 8, where)
+            self.edges, _ = build_edges(positions, self.spec.graph, valid=valid, previous=self.edges)
+        return positions, valid
+
+    def advance(self, points: FramePoints) -> None:
+        """Update the graph's memory with a frame that is not drawn (before a frame range)."""
+        if self.spec.lines is not None and self.spec.graph.hysteresis > 0:
+            self._graph(points, "a frame before the range")
+
+    def _check_budget(self, points: FramePoints, positions, valid, where: str) -> None:
+        lines, boxes = self.spec.lines, self.spec.boxes
+        if self.budget is None:
+            return
+        side, count = 0.0, int(valid.sum())
+        if boxes is not None:
+            side = boxes.size
+            if boxes.size_mode == "track" and points.sizes is not None:
+                side = float(np.max(np.nan_to_num(np.asarray(points.sizes)[valid]), initial=side))
+            side += boxes.stroke_width
+        links = 0 if lines is None else len(self.edges)
+        width = 0.0 if lines is None else lines.width
+        if links:  # every link is at most the points' bounding-box diagonal: skip measuring when that fits
+            spread = np.ptp(positions[valid], axis=0) if count else np.zeros(2)
+            if self.budget.fits(self.budget.draw_bytes(links * float(np.hypot(*spread)), links, width,
+                                                       count if boxes is not None else 0, side)):
+                return
+        lengths = [] if lines is None else edge_lengths(np.nan_to_num(positions), self.edges)
+        self.budget.check_draw(lengths, width, 0 if boxes is None else count, side, where)
+
+    def check(self, points: FramePoints, index: int) -> None:
+        """Raise ``MemoryBudgetError`` if drawing this frame would exceed the budget (the graph's memory is kept)."""
+        previous = self.edges
+        try:
+            positions, valid = self._graph(points, f"frame {index}")
+            self._check_budget(points, positions, valid, f"frame {index}")
+        finally:
+            self.edges = previous
+
+    def __call__(self, points: FramePoints, index: int | None = None) -> DisplayList:
+        where = "a frame" if index is None else f"frame {index}"
+        positions, valid = self._graph(points, where)
+        self._check_budget(points, positions, valid, where)
         opacity = None if points.opacity is None else np.asarray(points.opacity, np.float32)
         result = DisplayList()
         if self.spec.lines is not None:
-            self.edges, _ = build_edges(positions, self.spec.graph, valid=valid, previous=self.edges)
             ids = np.arange(len(valid))
             result += DisplayList((link_polylines(np.nan_to_num(positions), ids, self.edges, self.spec.lines,
                                                   opacity),))
@@ -193,12 +304,25 @@ def overlay_frames(frames: Iterable[np.ndarray], points: PointSource, spec: Over
         yield renderer.render(frame, builder(frame_points))
 
 
-@dataclass(frozen=True)
+def layer_rgba(renderer, display_list: DisplayList, height: int, width: int, out: np.ndarray | None = None):
+    """The overlay alone as uint8 RGBA [H, W, 4], straight alpha, from the renderer's ``render_layer``."""
+    rgb, alpha = renderer.render_layer(display_list, height, width)
+    out = np.empty((height, width, 4), np.uint8) if out is None else out
+    np.multiply(rgb, 255.0, out=rgb)
+    rgb += 0.5
+    out[..., :3] = rgb
+    out[..., 3] = alpha * np.float32(255.0) + np.float32(0.5)
+    return out
+
+
+@dataclass
 class FrameSource:
     """A stream of uint8 RGB frames with its size and rate.
 
-    ``frame_count`` is the (possibly estimated) length, 0 when unknown; ``clip``
-    is the demo generator behind a demo or canvas source, else None.
+    ``frame_count`` is the (possibly estimated, ``counted`` False) length, 0
+    when unknown; ``clip`` is the demo generator behind a demo or canvas
+    source; ``path`` the video file behind a video source (it is protected
+    from being overwritten, and its audio can be kept).
     """
 
     frames: Iterable[np.ndarray]
@@ -207,6 +331,10 @@ class FrameSource:
     fps: Fraction
     frame_count: int
     clip: DemoClip | None = None
+    path: str | None = None
+    counted: bool = True
+    canvas: bool = False
+    time_base: Fraction | None = None
 
     @classmethod
     def from_video(cls, path) -> "FrameSource":
@@ -214,14 +342,47 @@ class FrameSource:
         info = probe_video(path)
         if not info.fps:
             raise ValueError(f"{os.fspath(path)} does not state its frame rate; re-encode it with a fixed fps")
-        return cls(iter_video_frames(path), info.width, info.height, info.fps, info.frame_count)
+        return cls(iter_video_frames(path), info.width, info.height, info.fps, info.frame_count,
+                   path=os.fspath(path), counted=info.counted, time_base=info.time_base)
 
     @classmethod
     def from_demo(cls, clip: DemoClip, canvas: bool = False) -> "FrameSource":
-        """The demo clip's frames, or (``canvas``) plain dark frames of its size and length."""
-        frames = clip.canvas_frames() if canvas else clip.frames()
+        """The demo clip's frames, or (``canvas``) one plain dark frame repeated for its length."""
+        frames = _canvas(clip, clip.frame_count) if canvas else clip.frames()
         fps = Fraction(clip.fps).limit_denominator(1_000_000)
-        return cls(frames, clip.width, clip.height, fps, clip.frame_count, clip)
+        return cls(frames, clip.width, clip.height, fps, clip.frame_count, clip, canvas=canvas)
+
+    def timed(self, start: int = 0) -> Iterator[DecodedFrame]:
+        """Frames from index ``start`` on with their index and time (videos seek; others skip)."""
+        if self.path is not None:
+            if not (start == 0 and isinstance(self.frames, VideoFrames) and self.frames.stats.read == 0):
+                self.close()
+                self.frames = iter_video_frames(self.path, start)
+            return self.frames.timed()
+        if self.clip is not None and start:
+            if start >= self.clip.frame_count:
+                raise ValueError(f"the video has {self.clip.frame_count} frames; it has no frame {start} to "
+                                 "start from")
+            self.close()
+            count = self.clip.frame_count - start
+            self.frames = _canvas(self.clip, count) if self.canvas else (
+                self.clip.frame(index) for index in range(start, self.clip.frame_count))
+        frames = itertools.islice(self.frames, start, None) if start else self.frames
+        return (DecodedFrame(image, index, Fraction(index) / self.fps) for index, image in enumerate(frames, start))
+
+    def report(self, start: int, drawn: int, to_the_end: bool) -> None:
+        """Warn when a video gave fewer frames than it declares (truncated or damaged)."""
+        if not isinstance(self.frames, VideoFrames) or not to_the_end or not self.frame_count:
+            return
+        decoder = self.frames.stats
+        expected = self.frame_count - start
+        slack = 0 if self.counted else max(1, expected // 100)
+        if start + drawn + slack < self.frame_count or decoder.failed or decoder.ended_early:
+            damaged = f"; {decoder.failed} frame(s) could not be decoded" if decoder.failed else ""
+            stated = "declares" if self.counted else "should have (from its duration)"
+            LOGGER.warning("%s: read %d of the %d frames it %s from frame %d%s; the file is truncated or "
+                           "damaged, and the output has only the frames that were read", self.path, drawn,
+                           expected, stated, start, damaged)
 
     def close(self) -> None:
         """Close the frame generator now (a video decoder's file with it) rather than when it is collected.
@@ -233,46 +394,207 @@ class FrameSource:
             close()
 
 
-def _png_folder(png_dir) -> str:
-    """``png_dir`` created if needed; a clear error when it cannot be a folder."""
-    png_dir = os.fspath(png_dir)
-    if os.path.exists(png_dir) and not os.path.isdir(png_dir):
-        raise NotADirectoryError(f"PNG folder {png_dir} exists and is not a folder; choose another --png-dir")
+def _canvas(clip: DemoClip, count: int) -> Iterator[np.ndarray]:
+    """One read-only dark frame of ``clip``'s size, ``count`` times (renderers never write into their input)."""
+    frame = np.full((clip.height, clip.width, 3), CANVAS_RGB, np.uint8)
+    frame.setflags(write=False)
+    return itertools.repeat(frame, count)
+
+
+@dataclass(frozen=True)
+class FrameRange:
+    """Frames ``start`` .. ``end`` - 1 of the source (``end`` None: to its end), at most ``limit`` of them."""
+
+    start: int = 0
+    end: int | None = None
+    limit: int | None = None
+
+    def __post_init__(self):
+        for name in ("start", "end", "limit"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise ValueError(f"{name} frame must be a whole number, got {value!r}")
+        if self.start < 0:
+            raise ValueError(f"start frame must be >= 0, got {self.start}")
+        if self.end is not None and self.end <= self.start:
+            raise ValueError(f"end frame ({self.end}) must be after the start frame ({self.start}); the range "
+                             "is start .. end - 1")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"max_frames must be >= 1, got {self.limit}")
+
+    @property
+    def stop(self) -> int | None:
+        """The first frame index not rendered (None: the source's end)."""
+        stops = [value for value in (self.end, None if self.limit is None else self.start + self.limit)
+                 if value is not None]
+        return min(stops) if stops else None
+
+
+def _open_outputs(output, png_dir, source: FrameSource, inputs, layer_only: bool, codec: str, crf: int,
+                  preset: str, audio: bool) -> list:
+    """The writers of a render (checked against the inputs and each other), main output first."""
+    protect = [source.path, *inputs]
+    writers = []
     try:
-        os.makedirs(png_dir, exist_ok=True)
-    except OSError as error:
-        raise PermissionError(f"cannot create PNG folder {png_dir} ({error.strerror})") from None
-    return png_dir
+        if paths.is_folder_spelling(os.fspath(output)):
+            writers.append(PngSequenceWriter(output, layer_only=layer_only, inputs=protect, what="output"))
+        else:
+            sound = AudioCopy(source.path) if audio and source.path is not None else None
+            try:
+                writers.append(VideoWriter(output, fps=source.fps, crf=crf, preset=preset, layer_only=layer_only,
+                                           codec=codec, inputs=protect, audio=sound, time_base=source.time_base))
+            except BaseException:
+                if sound is not None:
+                    sound.close()
+                raise
+        if png_dir is not None:
+            writers.append(PngSequenceWriter(png_dir, layer_only=layer_only, inputs=protect, what="PNG folder"))
+        paths.check_distinct([writer.output for writer in writers])
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
+    return writers
+
+
+def _paired(frames: Iterator[DecodedFrame], points: PointSource) -> Iterator[tuple[DecodedFrame, FramePoints]]:
+    """Each decoded frame with its points, in order (a source that looks ahead pulls frames before yielding)."""
+    if not points.needs_frames:
+        for item in frames:
+            yield item, points(item.index, item.image)
+        return
+    held = deque()
+
+    def images():
+        for item in frames:
+            held.append(item)
+            yield item.image
+
+    for _, frame_points in points.pairs(images()):
+        yield held.popleft(), frame_points
+
+
+def _warm_up(pairs: Iterator[tuple[DecodedFrame, FramePoints]], points: PointSource, builder: OverlayBuilder,
+             range_: FrameRange):
+    """Bring the points and the graph to the state they have at the range's start; returns the pairs left."""
+    if points.needs_frames:
+        first = None
+        for pair in pairs:
+            if pair[0].index >= range_.start:
+                first = pair
+                break
+            builder.advance(pair[1])
+        return pairs if first is None else itertools.chain([first], pairs)
+    if builder.spec.lines is not None and builder.spec.graph.hysteresis > 0:
+        for index in range(range_.start):
+            builder.advance(points(index, None))
+    return pairs
+
+
+def _preflight(points: PointSource, spec: OverlaySpec, budget: Budget, range_: FrameRange) -> None:
+    """Refuse, before any output exists, a render whose busiest frames would exceed the memory budget."""
+    most = points.most_points()
+    if most is not None:
+        knn = spec.graph.mode == "knn"
+        if spec.lines is not None:
+            budget.check_points(most, spec.graph.k if knn else 8, "the busiest frame")
+        fewest_links = most * spec.graph.k // 2 if knn and spec.lines is not None else 0  # a lower bound
+        budget.check_draw(np.zeros(fewest_links), 0.0 if spec.lines is None else spec.lines.width,
+                          0 if spec.boxes is None else most, 0.0 if spec.boxes is None else spec.boxes.size,
+                          "the busiest frame")
+    if points.needs_frames:
+        return
+    checker = OverlayBuilder(spec, budget)
+    for index in points.busiest(range_.start, range_.stop, 4):
+        checker.check(points(index, None), index)
 
 
 def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, renderer, output,
                  png_dir=None, max_frames: int | None = None, crf: int = 18, preset: str = "medium",
-                 progress: Callable[[int], None] | None = None) -> int:
-    """Draw the overlay on every frame of ``source`` and write an H.264 MP4 to ``output``.
+                 progress: Callable[[int], None] | None = None, *, start_frame: int = 0,
+                 end_frame: int | None = None, layer_only: bool = False, codec: str = "h264", audio: bool = True,
+                 inputs=(), budget: Budget | None = None) -> int:
+    """Draw the overlay on frames of ``source`` and write them to ``output``; returns the frames written.
 
-    The video keeps the source's size and frame rate and is written
-    atomically (nothing appears under ``output`` unless every frame made it;
-    an exception, Ctrl-C included, leaves no file). The source's frame
-    generator is closed on return or exception (a video decoder's file with
-    it), also when ``max_frames`` stops early. With ``png_dir`` each
-    frame is also saved as ``frame_000000.png`` and so on. ``progress(done)``
-    is called after every frame. Returns the number of frames written.
+    ``output``'s extension picks the format (:mod:`.formats`; a trailing ``/``
+    writes a PNG sequence folder); ``layer_only`` writes the overlay alone with
+    straight alpha instead of the composited frames. The video keeps the
+    source's size, frame times and (``audio``) sound, and is written atomically:
+    nothing appears under ``output`` unless every frame made it (an exception,
+    Ctrl-C included, leaves no file). ``output`` must not resolve to the source
+    video or any of ``inputs`` (e.g. the track file). ``start_frame`` ..
+    ``end_frame`` - 1 (and at most ``max_frames``) are rendered. With
+    ``png_dir`` each frame is also saved as ``frame_000000.png`` and so on
+    (numbered by source frame). ``progress(done)`` is called after every frame
+    drawn. The source is closed on return or exception.
     """
     try:
-        if max_frames is not None and max_frames < 1:
-            raise ValueError(f"max_frames must be >= 1, got {max_frames}")
-        folder = None if png_dir is None else _png_folder(png_dir)
-        frames = source.frames if max_frames is None else itertools.islice(source.frames, max_frames)
-        with VideoWriter(output, fps=source.fps, crf=crf, preset=preset) as writer:
-            for index, image in enumerate(overlay_frames(frames, points, spec, renderer)):
-                writer.write(image)
-                if folder is not None:
-                    write_png(os.path.join(folder, f"frame_{index:06d}.png"), image)
-                if progress is not None:
-                    progress(index + 1)
-            if writer.frame_count == 0:
-                raise ValueError("the input has no frames; nothing to render")
-            points.finish(writer.frame_count, limited=writer.frame_count == max_frames)
+        range_ = FrameRange(start_frame, end_frame, max_frames)
+        budget = Budget() if budget is None else budget
+        budget.check_frames(source.width, source.height, 2 * QUEUE_DEPTH + 4)
+        _preflight(points, spec, budget, range_)
+        writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio)
+        try:
+            count = _render(source, points, spec, renderer, writers, range_, layer_only, budget, progress)
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
+        for writer in writers:
+            writer.close()
     finally:
         source.close()
-    return writer.frame_count
+    return count
+
+
+def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress) -> int:
+    builder = OverlayBuilder(spec, budget)
+    first = range_.start
+    if points.needs_frames:
+        first = 0 if points.warmup is None else max(0, range_.start - points.warmup)
+    frames = source.timed(first)
+    if range_.stop is not None and not points.needs_frames:
+        frames = itertools.takewhile(lambda item: item.index < range_.stop, frames)
+    pairs = _warm_up(_paired(frames, points), points, builder, range_)
+    if range_.stop is not None and points.needs_frames:  # a detector looks past the end, as in the whole render
+        pairs = itertools.takewhile(lambda pair: pair[0].index < range_.stop, pairs)
+    channels = 4 if layer_only else 3
+    spare: queue.SimpleQueue = queue.SimpleQueue()
+    for _ in range(QUEUE_DEPTH + 2):  # enough that drawing never waits for a buffer (see Pipeline)
+        spare.put(None)
+    size, last = [], [range_.start - 1]
+
+    def draw(pair: tuple[DecodedFrame, FramePoints]):
+        item, frame_points = pair
+        image = item.image
+        last[0] = item.index
+        if not size:
+            size.extend(image.shape[:2])
+        elif image.shape[:2] != tuple(size):
+            raise ValueError(f"frame {item.index} is {image.shape[1]}x{image.shape[0]} but earlier frames are "
+                             f"{size[1]}x{size[0]}; all frames must have one size")
+        buffer = spare.get_nowait()
+        if buffer is None:
+            buffer = np.empty((*size, channels), np.uint8)
+        display_list = builder(frame_points, item.index)
+        if layer_only:
+            drawn = layer_rgba(renderer, display_list, *size, buffer)
+        else:
+            drawn = renderer.render(image, display_list, out=buffer)
+        return item.index, item.time, drawn
+
+    def write(result) -> None:
+        index, time, frame = result
+        for writer in writers:
+            writer.write(frame, index if isinstance(writer, PngSequenceWriter) else time)
+        spare.put(frame)
+
+    count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress)
+    if count == 0:
+        raise ValueError("the input has no frames; nothing to render" if range_.start == 0 else
+                         f"the input has no frames from frame {range_.start}; nothing to render")
+    reached = last[0] + 1  # frames skipped as undecodable keep their numbers
+    limited = range_.stop is not None and reached >= range_.stop
+    points.finish(reached, limited)
+    source.report(range_.start, count, not limited)
+    return count

@@ -1,0 +1,74 @@
+"""The three-stage pipeline under the video path: order, back-pressure, and shutdown on any stage's error."""
+
+import threading
+import time
+
+import pytest
+from trackoverlay.utils.video.pipeline import Pipeline
+
+
+def test_items_pass_in_order_through_all_three_stages():
+    seen, threads = [], set()
+
+    def transform(item):
+        threads.add(("transform", threading.current_thread().name))
+        return item * 10
+
+    def consume(item):
+        threads.add(("consume", threading.current_thread().name))
+        seen.append(item)
+
+    assert Pipeline(depth=2).run(iter(range(50)), transform, consume) == 50
+    assert seen == [10 * i for i in range(50)]
+    assert ("transform", threading.main_thread().name) in threads  # the caller's thread draws
+    assert all(name != threading.main_thread().name for stage, name in threads if stage == "consume")
+
+
+def test_back_pressure_bounds_the_items_in_flight():
+    produced, consumed = [0], [0]
+    most = [0]
+
+    def items():
+        for index in range(40):
+            produced[0] += 1
+            most[0] = max(most[0], produced[0] - consumed[0])
+            yield index
+
+    def slow(item):
+        time.sleep(0.005)
+        consumed[0] += 1
+
+    Pipeline(depth=2).run(items(), lambda item: item, slow)
+    assert most[0] <= 2 * 2 + 3  # two queues of 2, plus one item in each stage
+
+
+@pytest.mark.parametrize("stage", ["produce", "transform", "consume", "after"])
+def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage):
+    pulled = [0]
+
+    def items():
+        for index in range(10_000):
+            pulled[0] += 1
+            if stage == "produce" and index == 5:
+                raise OSError("disk read failed")
+            yield index
+
+    def transform(item):
+        if stage == "transform" and item == 5:
+            raise ValueError("bad frame")
+        return item
+
+    def consume(item):
+        if stage == "consume" and item == 5:
+            raise OSError(28, "No space left on device")
+
+    def after(count):
+        if stage == "after" and count == 5:
+            raise KeyboardInterrupt
+
+    before = threading.active_count()
+    expected = {"produce": OSError, "transform": ValueError, "consume": OSError, "after": KeyboardInterrupt}[stage]
+    with pytest.raises(expected):
+        Pipeline(depth=2).run(items(), transform, consume, after)
+    assert pulled[0] < 20  # stopped promptly, not after the 10 000 items
+    assert threading.active_count() == before  # the stage threads are gone

@@ -1,0 +1,121 @@
+"""Three stages on three threads: produce -> transform -> consume, with bounded queues.
+
+::
+
+    produce (thread)  ─▶ queue(depth) ─▶ transform (caller's thread) ─▶ queue(depth) ─▶ consume (thread)
+
+The caller's thread runs the middle stage, so signal handlers (Ctrl-C,
+SIGTERM) and host callbacks that raise (ComfyUI's interrupt) act where they
+always did. Full queues block the stage in front (back-pressure), so memory
+is bounded by the queue depths. The first error in any stage stops all
+three: the other threads finish their current item and exit, and the error
+is raised in the caller's thread. Order is kept (one thread per stage).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, Iterable
+
+_END = object()
+_POLL = 0.05  # seconds between checks of the stop flag while a queue is full or empty
+
+
+class _Stopped(Exception):
+    """Another stage failed or the caller gave up: leave quietly."""
+
+
+class Pipeline:
+    """Runs one produce -> transform -> consume pass; see the module docstring.
+
+    Example::
+
+        done = Pipeline(depth=2).run(decoded_frames, draw, encode)
+    """
+
+    def __init__(self, depth: int = 2):
+        self.depth = max(1, depth)
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+
+    def _put(self, channel: queue.Queue, item) -> None:
+        while not self._stop.is_set():
+            try:
+                channel.put(item, timeout=_POLL)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def _get(self, channel: queue.Queue):
+        while not self._stop.is_set():
+            try:
+                return channel.get(timeout=_POLL)
+            except queue.Empty:
+                continue
+        raise _Stopped
+
+    def _thread(self, name: str, body: Callable[[], None]) -> threading.Thread:
+        def guarded():
+            try:
+                body()
+            except _Stopped:
+                pass
+            except BaseException as error:  # reported to the caller's thread, which re-raises it
+                self._errors.append(error)
+                self._stop.set()
+
+        thread = threading.Thread(target=guarded, name=f"trackoverlay-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    def _raise_first_error(self) -> None:
+        if self._errors:
+            raise self._errors[0]
+
+    def run(self, items: Iterable, transform: Callable, consume: Callable,
+            after_transform: Callable[[int], None] | None = None) -> int:
+        """Feed ``items`` through ``transform`` into ``consume``; returns how many were consumed.
+
+        ``after_transform(count)`` runs in the caller's thread after each item
+        is handed on (progress bars; raising there stops the pipeline).
+        """
+        inbox: queue.Queue = queue.Queue(self.depth)
+        outbox: queue.Queue = queue.Queue(self.depth)
+        consumed = [0]
+
+        def produce():
+            for item in items:
+                self._put(inbox, item)
+            self._put(inbox, _END)
+
+        def drain():
+            while (item := self._get(outbox)) is not _END:
+                consume(item)
+                consumed[0] += 1
+
+        threads = [self._thread("decode", produce), self._thread("encode", drain)]
+        try:
+            count = 0
+            while True:
+                try:
+                    item = self._get(inbox)
+                except _Stopped:
+                    break
+                if item is _END:
+                    self._put(outbox, _END)
+                    break
+                self._put(outbox, transform(item))
+                count += 1
+                if after_transform is not None:
+                    after_transform(count)
+            threads[1].join()
+        except _Stopped:
+            pass
+        finally:
+            self._stop.set()
+            for thread in threads:
+                thread.join()
+        self._raise_first_error()
+        return consumed[0]
