@@ -212,3 +212,19 @@ def cli_look_3840x2160():
 SCENES = {function.__name__: function for function in (
     knn_straight, bezier_curves, dashed_dotted, track_gradient, rounded_boxes, corner_brackets,
     seed_scene, float32_frame, fading_tracks, cli_look_640x360, cli_look_3840x2160)}
+
+
+PARITY = 2 / 255
+"""Largest difference per channel allowed between the GPU and CPU pictures."""
+
+
+def as_dtype(frame, dtype):
+    """A uint8 test frame as it is, or as float32 in 0..1."""
+    return frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
+
+
+def assert_parity(got, want):
+    """max |GPU - CPU| <= 2/255 per channel, for uint8 or float32 frames."""
+    scale = 255 if want.dtype == np.uint8 else 1
+    worst = np.abs(np.asarray(got, np.float32) - np.asarray(want, np.float32)).max() / scale
+    assert worst <= PARITY, f"max |GPU - CPU| = {worst * 255:.2f}/255"

@@ -7,27 +7,13 @@ holds what only the GPU renderer has.
 
 import numpy as np
 import pytest
-from scenes import SCENES, boxes, flat_frame
+from scenes import SCENES, as_dtype, assert_parity, boxes, flat_frame
 from trackoverlay.utils.draw.display_list import DisplayList
 from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 
 pytestmark = pytest.mark.gpu
-
-PARITY = 2 / 255
-
-
-def as_dtype(frame, dtype):
-    """A uint8 test frame as it is, or as float32 in 0..1."""
-    return frame if dtype == np.uint8 else (frame / 255).astype(np.float32)
-
-
-def assert_parity(got, want):
-    """max |GPU - CPU| <= 2/255 per channel, for uint8 or float32 frames."""
-    scale = 255 if want.dtype == np.uint8 else 1
-    worst = np.abs(np.asarray(got, np.float32) - np.asarray(want, np.float32)).max() / scale
-    assert worst <= PARITY, f"max |GPU - CPU| = {worst * 255:.2f}/255"
 
 
 def render_on_device(gpu, frame, display_list):

@@ -15,6 +15,7 @@ from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json
 from trackoverlay.utils.video.io import iter_video_frames, probe_video
 from trackoverlay.utils.video.stream import (
+    QUEUE_DEPTH,
     DemoPoints,
     DetectedPoints,
     FramePoints,
@@ -22,7 +23,6 @@ from trackoverlay.utils.video.stream import (
     OverlayBuilder,
     OverlaySpec,
     TrackPoints,
-    QUEUE_DEPTH,
     overlay_frames,
     render_video,
 )

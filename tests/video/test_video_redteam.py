@@ -54,9 +54,9 @@ from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.demo import DemoClip
+from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.tracks.track_file import save_tracks_json
 from trackoverlay.utils.video.io import VideoWriter
-from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.video.stream import (
     DetectedPoints,
     FrameSource,
