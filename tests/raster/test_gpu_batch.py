@@ -42,28 +42,6 @@ def gpu():
     return GpuRenderer()
 
 
-
-
-
-
-
-
-
-
-
-
-def _cpu_link_frame(points, params, line_style, box_style):
-    from trackoverlay.utils.graph.neighbours import build_edges
-
-    edges, _ = build_edges(points, params)
-    ids = np.arange(len(points))
-    layers = [link_polylines(points, ids, edges, line_style)]
-    layers.append(box_primitives(points, np.full((len(points), 2), box_style.size), ids, box_style))
-    return DisplayList(tuple(layers))
-
-
-
-
 @pytest.mark.parametrize("k", [1, 5, 12])
 def test_knn_kernel_on_a_batch_matches_the_cpu_per_frame(k):
     import cupy
@@ -80,24 +58,6 @@ def test_knn_kernel_on_a_batch_matches_the_cpu_per_frame(k):
     np.testing.assert_array_equal(index.get(), want_index)
     found = want_index >= 0
     np.testing.assert_allclose(distance.get()[found], want_distance[found], rtol=1e-5, atol=1e-3)
-
-
-
-
-LINK_LOOKS = [
-    (LineStyle(), BoxStyle()),
-    (LineStyle(color_mode="track", gradient=True, curve="cubic", width=3.0, opacity=0.7),
-     BoxStyle(color_mode="track", shape="brackets", fill_opacity=0.0, roundness=0.0)),
-    (LineStyle(pattern="dashed", curve="s_curve", bend=0.4, color="#FF8800CC"),
-     BoxStyle(size=24, stroke_width=3.0, fill_color="#00FF00", roundness=1.0)),
-    (LineStyle(pattern="dotted", curve="straight", width=2.5), BoxStyle(size=0.0, stroke_width=4.0)),
-]
-
-
-
-
-
-
 
 
 def test_key_buffer_grows_for_a_resident_frame_too():
