@@ -17,6 +17,7 @@ from comfy_api.latest import InputImpl, io
 from ..utils.core.checks import Range
 from ..utils.core.log import LOGGER
 from ..utils.draw.styles import BoxStyle, LineStyle
+from ..utils.draw.units import DEFAULT_LOOK
 from ..utils.graph.neighbours import GraphParams
 from ..utils.raster.backend import make_renderer
 from ..utils.tracks.contract import normalize_tracks
@@ -30,6 +31,11 @@ from .widgets import VIDEO_CATEGORY, backend_input, boolean, combo, defaults, in
 
 OUTPUT_PREFIX = "TrackOverlay/overlay"
 LAYER_PREFIX = "TrackOverlay/layer"
+# Lengths default to the pack's look in percent of the video's height (units default to percent here:
+# the node knows the height), so a new node looks the same on 640x360 and on 4K.
+RELATIVE_DEFAULTS = {"link_radius": "radius", "link_max_length": "max_length", "link_delta_y_cap": "delta_y_cap",
+                     "line_width": "line_width", "line_dash_length": "dash_length", "line_gap_length": "gap_length",
+                     "box_size": "box_size", "box_stroke_width": "box_stroke"}
 # (the widgets reused, engine class they configure, name prefix here, tooltip note)
 GROUPS = {
     "detect": (detect_widgets, TrackDetector, "detect_", "Detection (when 'tracks' is not connected):"),
@@ -47,6 +53,8 @@ def _group_inputs(group: str, optional: bool = False) -> list:
     chosen = [widget for widget in widgets() if widget.id in names and widget.optional == optional]
     for widget in chosen:  # fresh declarations: renaming them touches no other node
         widget.id, widget.tooltip = prefix + widget.id, f"{note} {widget.tooltip}"
+        if widget.id in RELATIVE_DEFAULTS:
+            widget.default = DEFAULT_LOOK[RELATIVE_DEFAULTS[widget.id]]
     return chosen
 
 
@@ -130,8 +138,8 @@ class OverlayVideoNode(io.ComfyNode):
                 backend_input(),
                 boolean("draw_lines", True, "Draw the links between neighbouring points."),
                 boolean("draw_boxes", True, "Draw a box around every point."),
-                combo("units", UNITS, UNITS[0], "Unit of the widths, lengths and sizes below: pixels, or percent "
-                      "of the video's height, so the look survives a change of resolution."),
+                combo("units", UNITS, UNITS[1], "Unit of the widths, lengths and sizes below: percent of the "
+                      "video's height (the default: the look survives a change of resolution), or pixels."),
                 *_group_inputs("detect"), *_group_inputs("graph"), *_group_inputs("line"), *_group_inputs("box"),
                 int_input("crf", 18, CRF_RANGE, "H.264 quality, 0..51: lower is better and larger (18 looks "
                           "lossless)."),

@@ -153,7 +153,7 @@ def test_streams_a_video_into_a_new_video_in_the_temp_folder(comfy, clip_file):
 
 
 def test_connected_tracks_place_the_boxes_where_they_say(comfy, clip_file):
-    result = run_node(FileVideo(clip_file), tracks=one_box_tracks(), draw_lines=False, box_size=20.0,
+    result = run_node(FileVideo(clip_file), tracks=one_box_tracks(), draw_lines=False, units="pixels", box_size=20.0,
                       box_stroke_width=4.0, box_fill_opacity=0.0, box_roundness=0.0, box_color="#FF00FF")
     source, output = list(iter_video_frames(clip_file)), list(iter_video_frames(result.path))
     x, y = BOX_CENTER
@@ -302,3 +302,19 @@ def test_render_video_runs_the_source_generators_cleanup(tmp_path, renderer):
                      tmp_path / "out.mp4", progress=stop)
     # ``caught`` keeps the traceback, and with it the generator, alive: only an explicit close cleans up
     assert caught.type is KeyboardInterrupt and cleaned == [True] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("height", [360, 2160])
+def test_default_widgets_give_the_pack_look_at_any_height(height):
+    """A new node draws the CLI's default look: lengths in percent of the video's height."""
+    from trackoverlay.nodes.adapters import pixels_per_unit
+    from trackoverlay.utils.draw.units import look_lengths
+
+    assert WIDGETS["units"] == "% of frame height"
+    spec = _overlay_spec(WIDGETS, pixels_per_unit(WIDGETS["units"], height), lines=True, boxes=True)
+    look = look_lengths(height, radius=None, line_width=None, dash_length=None, gap_length=None, box_size=None,
+                        box_stroke=None)
+    assert spec.graph.radius == pytest.approx(look["radius"])
+    assert (spec.lines.width, spec.lines.dash_length, spec.lines.gap_length) == pytest.approx(
+        (look["line_width"], look["dash_length"], look["gap_length"]))
+    assert (spec.boxes.size, spec.boxes.stroke_width) == pytest.approx((look["box_size"], look["box_stroke"]))
