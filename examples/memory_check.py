@@ -2,6 +2,7 @@
 
     python examples/memory_check.py                       # 300 and 3000 frames of 1080p
     python examples/memory_check.py --frames 100 1000 --size 1280x720 --workdir /tmp/memcheck
+    python examples/memory_check.py --batch --frames 300             # the IMAGE batch through Render
 
 For each length it writes a demo clip of that many frames (the built-in
 glowing-dots demo, x264 veryfast; kept in --workdir and reused next time),
@@ -13,12 +14,21 @@ included) and the output as probed (frame count, size, file size).
 
 Exit status 1 when the peaks differ by more than --tolerance (default 10%)
 or an output does not have the input's frame count and size.
+
+With ``--batch`` it checks the ComfyUI path instead: a child process builds a
+float32 IMAGE batch of each length (a torch tensor, as ComfyUI hands it),
+runs Line Links + Boxes + Merge + Render on it as the nodes call the engine,
+and reports the memory it asked for beyond its start-up (peak RSS minus the
+RSS before the batch existed) against the input batch plus the output batch.
+Exit status 1 when that exceeds input + output by more than --tolerance.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -83,6 +93,49 @@ def check(frames: int, args) -> dict:
     return row
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+def batch_child(frames: int, width: int, height: int, backend: str) -> dict:
+    """In this process: the node chain on a float32 batch; its memory beyond start-up, in MiB."""
+    from benchmark import chain_inputs, node_chain  # beside this script
+
+    try:
+        import torch  # noqa: F401  (the host's, loaded before the batch exists, as in ComfyUI)
+    except ImportError:
+        pass
+    node_chain(*chain_inputs(100, 64, 64, 1), backend)  # warm: libraries and thread pools loaded
+    started = _rss_mib()
+    path, visibility, batch = chain_inputs(100, width, height, frames)
+    chain = node_chain(path, visibility, batch, backend)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    frame_mib = batch[0].numel() * batch.element_size() / 2 ** 20 if hasattr(batch, "numel") else batch[0].nbytes / 2 ** 20
+    return {"frames": frames, "input_mib": frame_mib * frames, "output_mib": frame_mib * frames,
+            "extra_mib": peak - started, "seconds": chain["chain"]}
+
+
+def check_batch(frames: int, args) -> dict:
+    """Run :func:`batch_child` in a child process (its own peak); one table row."""
+    command = [sys.executable, __file__, "--child-batch", str(frames), "--size", f"{args.size[0]}x{args.size[1]}",
+               "--backend", args.backend]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"the batch child failed with status {result.returncode}:\n{result.stderr[-2000:]}")
+    row = json.loads(result.stdout.strip().splitlines()[-1])
+    row["ratio"] = row["extra_mib"] / (row["input_mib"] + row["output_mib"])
+    return row
+
+
+def print_batch_table(rows: list) -> None:
+    print(f"{'frames':>7} {'input MiB':>10} {'output MiB':>11} {'asked MiB':>10} {'asked/(in+out)':>15} "
+          f"{'seconds':>8}")
+    for row in rows:
+        print(f"{row['frames']:>7} {row['input_mib']:>10.0f} {row['output_mib']:>11.0f} {row['extra_mib']:>10.0f} "
+              f"{row['ratio']:>15.3f} {row['seconds']:>8.1f}")
+
+
 def print_table(rows: list) -> None:
     print(f"{'frames':>8} {'peak RSS MiB':>13} {'fps':>7} {'out frames':>11} {'out size':>10} {'out MiB':>8} "
           f"{'verified':>9}")
@@ -102,10 +155,20 @@ def main(argv=None) -> int:
                         help="where the clips and outputs go (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the overlay outputs")
     parser.add_argument("--tolerance", type=float, default=0.10, help="largest allowed relative spread of "
-                        "the peaks (default: %(default)s)")
+                        "the peaks, or (--batch) excess over input + output (default: %(default)s)")
+    parser.add_argument("--batch", action="store_true", help="check an IMAGE batch through Render instead of "
+                        "the streaming CLI")
+    parser.add_argument("--child-batch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child_batch is not None:
+        print(json.dumps(batch_child(args.child_batch, *args.size, args.backend)))
+        return 0
     if min(args.frames) < 1:
         parser.error("--frames must be >= 1")
+    if args.batch:
+        rows = [check_batch(frames, args) for frames in args.frames]
+        print_batch_table(rows)
+        return 0 if all(row["ratio"] <= 1 + args.tolerance for row in rows) else 1
     args.workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for frames in args.frames:
