@@ -41,18 +41,23 @@ class Clip:
     cuts: tuple
 
 
+GREYS = (((0.3, 0.3, 0.3), (0.7, 0.7, 0.7)),)  # every shot the same grey: only the structure changes
+
+
 def make_clip(frames: int = 40, width: int = 240, height: int = 180, cuts=(), pan=(0.0, 0.0),
-              subject_speed=(3.0, 1.0), subject_size: int = 56, flicker: float = 0.0, seed: int = 0) -> Clip:
+              subject_speed=(3.0, 1.0), subject_size: int = 56, flicker: float = 0.0, seed: int = 0,
+              palettes=PALETTES) -> Clip:
     """Shots split at ``cuts``; the camera pans ``pan`` px/frame (the background moves the other way),
-    the subject moves ``subject_speed`` px/frame on screen; ``flicker`` is a relative brightness swing."""
+    the subject moves ``subject_speed`` px/frame on screen; ``flicker`` is a relative brightness swing;
+    shot ``i`` is drawn in ``palettes[i % len(palettes)]``."""
     bounds = [0, *cuts, frames]
     margin = int(np.ceil(max(abs(pan[0]), abs(pan[1])) * frames)) + 4
     video = np.zeros((frames, height, width, 3), np.uint8)
     masks = np.zeros((frames, height, width), bool)
     for shot, (first, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
-        palette = PALETTES[shot % len(PALETTES)]
+        palette = palettes[shot % len(palettes)]
         background = texture(height + 2 * margin, width + 2 * margin, seed + 10 * shot, palette)
-        skin = texture(subject_size, subject_size, seed + 10 * shot + 5, PALETTES[(shot + 1) % len(PALETTES)])
+        skin = texture(subject_size, subject_size, seed + 10 * shot + 5, palettes[(shot + 1) % len(palettes)])
         for t in range(first, stop):
             step = t - first
             shift = np.array(pan) * step

@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from synthetic import make_clip, on_mask_share
+from synthetic import GREYS, make_clip, on_mask_share
+from trackoverlay.utils.tracks.cuts import CutDetector, colour_histogram, reduced_frame
 from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks, track_clip
 from trackoverlay.utils.tracks.quality import measure_tracks
 
@@ -90,6 +91,20 @@ def test_fast_pan_and_flicker_are_not_cuts():
     detector = TrackDetector(**PARAMS)
     track_clip(clip.frames, detector)
     assert detector.cuts == []
+
+
+def test_grey_shots_of_one_brightness_cut_by_their_structure():
+    clip = make_clip(frames=30, cuts=(10, 20), pan=(2.0, 0.5), palettes=GREYS)
+    first, second = (colour_histogram(reduced_frame(clip.frames[t])) for t in (9, 10))
+    assert np.abs(first - second).sum() < 0.1  # the colours alone cannot tell the shots apart
+    cuts = CutDetector()
+    assert [t for t, frame in enumerate(clip.frames) if cuts.is_cut(frame)] == [10, 20]
+
+
+def test_fast_grey_pan_with_flicker_is_not_a_cut():
+    clip = make_clip(frames=24, pan=(25.0, 3.0), flicker=0.15, palettes=GREYS)
+    cuts = CutDetector()
+    assert not any(cuts.is_cut(frame) for frame in clip.frames)
 
 
 def test_cut_detection_can_be_turned_off(panning_cut):

@@ -1,13 +1,22 @@
 """Scene cuts: where one shot ends and the next begins.
 
-A cut changes the colours of the whole frame at once, while motion (even a
-fast pan) and lighting changes move the colour distribution only a little.
-:class:`CutDetector` compares colour histograms of consecutive frames by
-Bhattacharyya distance: hue and saturation for coloured pixels (brightness
-left out, so flicker and exposure ramps do not count), brightness only for
-grey ones (so black-and-white footage cuts too). It calls a cut where the
-distance exceeds ``threshold`` and is also several times the clip's recent
-frame-to-frame distance (so busy footage does not cut at every frame).
+A cut changes the whole picture at once, while motion (even a fast pan) and
+lighting changes keep most of it. :class:`CutDetector` watches two things
+in consecutive frames, on a copy reduced to 160 pixels wide:
+
+- **Colours**: histograms compared by Bhattacharyya distance: hue and
+  saturation for coloured pixels (brightness left out, so flicker and
+  exposure ramps do not count), brightness only for grey ones.
+- **Structure**: the grey images aligned by their global shift (phase
+  correlation, so pans do not count) and compared by normalised
+  correlation (so brightness and contrast do not count). This finds cuts
+  between shots of the same colours, e.g. two grey shots of one brightness.
+
+A distance *jumps* where it exceeds its threshold and is also several times
+the clip's recent frame-to-frame distance of that kind (so busy footage does
+not cut at every frame). A structural jump is a cut. A colour jump is a cut
+only where the structure changed too (or cannot be compared, as on a black
+frame): a light that changes the colours of the same picture is not a cut.
 """
 
 from __future__ import annotations
@@ -29,22 +38,68 @@ _GREY_BINS = 8  # brightness of grey pixels
 _GREY_SATURATION = 40  # pixels less saturated than this (of 255) are grey
 _RECENT = 10  # frames of recent distances the jump is compared with
 _JUMP = 3.0  # a cut's distance is at least this many times the recent median
+STRUCTURE_THRESHOLD = 0.35
+"""Structural distance ((1 - correlation) / 2 of the aligned grey images, 0..1) that makes a cut."""
+STRUCTURE_CHANGED = 0.2
+"""Structural distance above which a colour jump counts as a cut (a pan stays below 0.1)."""
+_FLAT = 2.0  # grey levels: an image whose spread is below this has no structure to compare
 
 
-def colour_histogram(frame: np.ndarray) -> np.ndarray:
-    """float32 histogram (sums to 1) of a uint8 RGB frame: hue x saturation of its coloured
-    pixels, then brightness of its grey ones."""
+def reduced_frame(frame: np.ndarray) -> np.ndarray:
+    """uint8 RGB ``frame`` reduced to at most ``_SAMPLE_WIDTH`` pixels wide."""
     step = max(1, frame.shape[1] // (4 * _SAMPLE_WIDTH))  # every step-th pixel first: as good, far cheaper
     sample = np.ascontiguousarray(frame[::step, ::step])
     height, width = sample.shape[:2]
     size = (min(width, _SAMPLE_WIDTH), max(1, round(height * min(width, _SAMPLE_WIDTH) / width)))
-    small = cv2.resize(sample, size, interpolation=cv2.INTER_AREA)
+    return cv2.resize(sample, size, interpolation=cv2.INTER_AREA)
+
+
+def colour_histogram(small: np.ndarray) -> np.ndarray:
+    """float32 histogram (sums to 1) of a reduced uint8 RGB frame: hue x saturation of its
+    coloured pixels, then brightness of its grey ones."""
     hsv = cv2.cvtColor(small, cv2.COLOR_RGB2HSV)
     grey = (hsv[..., 1] < _GREY_SATURATION).astype(np.uint8)
     coloured = cv2.calcHist([hsv], [0, 1], 1 - grey, list(_BINS), [0, 180, 0, 256]).ravel()
     greys = cv2.calcHist([hsv], [2], grey, [_GREY_BINS], [0, 256]).ravel()
     histogram = np.concatenate([coloured, greys])
     return histogram / max(float(histogram.sum()), 1.0)
+
+
+def structure_distance(previous: np.ndarray, current: np.ndarray) -> float | None:
+    """(1 - correlation) / 2 of two reduced float32 grey images once ``current`` is shifted back by
+    their global shift: 0 for the same picture moved, about 0.5 for unrelated pictures; None when
+    either is flat (black, a fade) and has no structure to compare."""
+    if min(float(previous.std()), float(current.std())) < _FLAT:
+        return None
+    height, width = previous.shape
+    (dx, dy), _ = cv2.phaseCorrelate(previous, current)
+    x, y = int(round(dx)), int(round(dy))
+    if abs(x) >= width // 2 or abs(y) >= height // 2:
+        return 0.5  # moved by half the frame or more: nothing left to compare
+    before = previous[max(0, -y):height - max(0, y), max(0, -x):width - max(0, x)]
+    after = current[max(0, y):height - max(0, -y), max(0, x):width - max(0, -x)]
+    before, after = before - before.mean(), after - after.mean()
+    spread = max(float(np.sqrt((before * before).mean() * (after * after).mean())), 1e-6)
+    return (1.0 - float((before * after).mean()) / spread) / 2.0
+
+
+class _Jumps:
+    """Distances of one kind between consecutive frames; a jump is one above a threshold and
+    several times the recent median."""
+
+    def __init__(self, threshold: float):
+        self.threshold = threshold
+        self._recent = deque(maxlen=_RECENT)
+
+    def is_jump(self, distance: float) -> bool:
+        usual = float(np.median(self._recent)) if self._recent else 0.0
+        return distance > self.threshold and distance > _JUMP * usual
+
+    def record(self, distance: float, cut: bool) -> None:
+        if cut:
+            self._recent.clear()
+        else:
+            self._recent.append(distance)
 
 
 class CutDetector:
@@ -63,21 +118,25 @@ class CutDetector:
         check_range("cut_threshold (0 = no cut detection)", threshold, CUT_THRESHOLD_RANGE)
         self.threshold = threshold
         self._previous = None
-        self._recent = deque(maxlen=_RECENT)
+        self._colours = _Jumps(threshold)
+        self._structure = _Jumps(STRUCTURE_THRESHOLD)
 
     def is_cut(self, frame: np.ndarray) -> bool:
         """Whether uint8 RGB ``frame`` starts a new shot (compared with the frame before it)."""
         if self.threshold == 0:
             return False
-        histogram = colour_histogram(frame)
-        previous, self._previous = self._previous, histogram
+        small = reduced_frame(frame)
+        current = (colour_histogram(small), cv2.cvtColor(small, cv2.COLOR_RGB2GRAY).astype(np.float32))
+        previous, self._previous = self._previous, current
         if previous is None:
             return False
-        distance = float(cv2.compareHist(previous, histogram, cv2.HISTCMP_BHATTACHARYYA))
-        usual = float(np.median(self._recent)) if self._recent else 0.0
-        cut = distance > self.threshold and distance > _JUMP * usual
-        if cut:
-            self._recent.clear()
+        colours = float(cv2.compareHist(previous[0], current[0], cv2.HISTCMP_BHATTACHARYYA))
+        structure = structure_distance(previous[1], current[1])
+        if structure is None:
+            cut = self._colours.is_jump(colours)
         else:
-            self._recent.append(distance)
+            cut = self._structure.is_jump(structure) or (self._colours.is_jump(colours)
+                                                         and structure > STRUCTURE_CHANGED)
+            self._structure.record(structure, cut)
+        self._colours.record(colours, cut)
         return cut
