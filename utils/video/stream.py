@@ -425,7 +425,7 @@ class FrameSource:
             count = self.clip.frame_count - start
             self.frames = _canvas(self.clip, count) if self.canvas else (
                 self.clip.frame(index) for index in range(start, self.clip.frame_count))
-        frames = itertools.islice(self.frames, start, None) if start else self.frames
+        frames = itertools.islice(self.frames, start, None) if start and self.clip is None else self.frames
         return (DecodedFrame(image, index, Fraction(index) / self.fps) for index, image in enumerate(frames, start))
 
     def report(self, start: int, drawn: int, to_the_end: bool) -> None:
