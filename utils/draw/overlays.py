@@ -291,8 +291,9 @@ def trail_polylines(fields: dict, lines: slice) -> Polylines:
         return Polylines.empty()
     vertex_range = slice(int(offsets[0]), int(offsets[-1]))
     per_vertex = ("vertices", "vertex_width", "vertex_alpha")
+    per_line = {name: values[lines] for name, values in fields.items() if name not in per_vertex + ("offsets",)}
     return Polylines(offsets=offsets - offsets[0], **{name: fields[name][vertex_range] for name in per_vertex},
-                     **{name: values[lines] for name, values in fields.items() if name not in per_vertex + ("offsets",)})
+                     **per_line)
 
 
 def trail_overlay(path, visibility, style: TrailStyle, opacity=None) -> list:

@@ -149,4 +149,4 @@ class TrailStyle:
     @property
     def smoothing_frames(self) -> int:
         """Half the averaging window in frames (0: no smoothing)."""
-        return int(round(self.smoothing * TRAIL_SMOOTHING_FRAMES))
+        return round(self.smoothing * TRAIL_SMOOTHING_FRAMES)
