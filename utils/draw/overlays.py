@@ -8,7 +8,7 @@ from ..core.arrays import to_numpy
 from ..core.log import LOGGER
 from ..graph.knn_gpu import KNN_GPU_MAX_K, knn_gpu
 from ..graph.neighbours import GraphParams, build_edge_batch, knn_cpu, knn_query_count
-from ..tracks.contract import POSITION_LIMIT, located
+from ..tracks.contract import located
 from .colors import palette_colors, parse_color
 from .curves import bend_signs, control_points, flatten
 from .display_list import Boxes, DisplayList, Polylines
@@ -222,12 +222,14 @@ def trail_geometry(path, visibility, style: TrailStyle, opacity=None, frames=Non
     s, visible frames after s)``: it never looks past ``t`` nor across a hidden
     frame, so the head sits on the point, a point moving steadily on a line
     keeps its line exactly, and earlier frames' results do not change later.
-    Only frames ``t - length - smoothing_frames + 1 .. t`` matter for frame ``t``.
-    Runs on NumPy or CuPy (``xp``); the same inputs give the same bits.
+    Only frames ``t - length - smoothing_frames + 1 .. t`` matter for frame ``t``,
+    and a frame's trails come out bit for bit the same whichever frames are
+    built with it (the stream builds one frame at a time from those frames).
+    Runs on NumPy or CuPy (``xp``).
     """
     path = xp.asarray(path, dtype=xp.float32)
     count, columns = path.shape[:2]
-    visible = xp.asarray(visibility, dtype=bool) & xp.all(xp.abs(path) <= POSITION_LIMIT, axis=-1)
+    visible = xp.asarray(visibility, dtype=bool) & located(path)  # NumPy's functions dispatch to CuPy arrays
     frames = xp.arange(count, dtype=xp.int64) if frames is None else xp.asarray(frames, dtype=xp.int64)
     length, reach = style.length, style.smoothing_frames
 
