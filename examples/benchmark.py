@@ -20,6 +20,9 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          defaults: 100 points, redetect every 5 frames); --size picks one size
   video  the video path users run: the CLI's render (track file, 100 points) on a textured clip against
          plain PyAV transcodes of the same clip at the same x264 settings, 1080p and 4K (frames per second)
+  trails motion trails of 30 frames for 1000 points at 4K (TrailStyle defaults, width 3 px; points move
+         2..8 px per frame with 1 px jitter, default_rng(0)): building them (whole clip and one streamed
+         frame), and one frame drawn on the CPU, or on the GPU with the frame resident
 
 Examples:
   python examples/benchmark.py --scene chain-4k-100 --backend gpu
@@ -27,6 +30,7 @@ Examples:
   python examples/benchmark.py --scene s10k --backend gpu --json s10k.json
   python examples/benchmark.py --scene video --backend gpu --video-frames 120 --preset veryfast
   python examples/benchmark.py --scene detect --repeat 30
+  python examples/benchmark.py --scene trails --backend gpu
 """
 
 from __future__ import annotations
@@ -39,8 +43,15 @@ import time
 
 import numpy as np
 from trackoverlay.utils.draw.display_list import DisplayList, merge_sequences
-from trackoverlay.utils.draw.overlays import box_overlay, box_primitives, link_overlay, link_polylines
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.draw.overlays import (
+    box_overlay,
+    box_primitives,
+    link_overlay,
+    link_polylines,
+    trail_geometry,
+    trail_overlay,
+)
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges, knn_cpu
 from trackoverlay.utils.raster.backend import make_renderer, select_backend
 from trackoverlay.utils.raster.batch import render_batch
@@ -55,6 +66,7 @@ CHAINS = {"chain-4k-100": (100, "3840x2160", 16), "chain-4k-1000": (1000, "3840x
 PARAMS = GraphParams(k=5)
 LINE = LineStyle(width=2.0, curve="quadratic", bend=0.3)
 BOX = BoxStyle(size=40.0, stroke_width=2.0, fill_opacity=0.2, roundness=0.3)
+TRAILS = (1000, "3840x2160", TrailStyle(length=30, width=3.0))
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -250,6 +262,59 @@ def gpu_span(function, repeat: int) -> float:
     return median(samples[2:])
 
 
+def trail_tracks(count: int, width: int, height: int, frames: int):
+    """Points moving 2..8 px per frame in random directions with 1 px jitter (default_rng(0))."""
+    rng = np.random.default_rng(0)
+    start = rng.random((count, 2)) * [width, height]
+    angle = rng.uniform(0, 2 * np.pi, count)
+    velocity = rng.uniform(2, 8, (count, 1)) * np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    steps = np.arange(frames)[:, None, None]
+    path = start + velocity * steps + rng.normal(0.0, 1.0, (frames, count, 2))
+    return path.astype(np.float32), np.ones((frames, count), bool)
+
+
+def bench_trails(backend: str, repeat: int, size, dtype) -> dict:
+    """Trails of the last frame of a clip: built (whole clip, one streamed frame) and drawn (CPU or GPU resident)."""
+    count, default_size, style = TRAILS
+    width, height = size or parse_size(default_size)
+    frames = style.length + style.smoothing_frames
+    path, visible = trail_tracks(count, width, height, frames)
+    frame = textured_frame(width, height, dtype)
+    overlays = trail_overlay(path, visible, style)
+    display_list = overlays[-1]
+    segments = int(sum(len(layer.vertices) - layer.count for layer in display_list.layers))
+    stages = {
+        f"build, whole clip of {frames} frames (per frame)": median(
+            timed(lambda: trail_overlay(path, visible, style), repeat), frames),
+        "build, one streamed frame (its ring of frames)": median(
+            timed(lambda: trail_geometry(path, visible, style, frames=[frames - 1]), repeat)),
+    }
+    if backend != "gpu":
+        renderer = CpuRenderer()
+        stages["cpu raster + composite"] = median(timed(lambda: renderer.render(frame, display_list), repeat))
+        renderer.close()
+    else:
+        import cupy
+        from trackoverlay.utils.raster.gpu import GpuRenderer
+
+        sync = cupy.cuda.Device().synchronize
+        renderer = GpuRenderer()
+        scene = renderer.upload(display_list)
+        device_frame = cupy.asarray(frame)
+        out = cupy.empty_like(device_frame)
+        resident = lambda: renderer.render_device(device_frame, scene, out)  # noqa: E731
+        stages.update({
+            "upload scene": median(timed(lambda: renderer.upload(display_list), repeat, sync)),
+            "raster + composite resident (wall)": median(timed(resident, repeat, sync)),
+            "raster + composite resident (events around it)": gpu_span(resident, repeat),
+            "total resident (upload + raster)": median(timed(
+                lambda: renderer.render_device(device_frame, renderer.upload(display_list), out), repeat, sync)),
+        })
+        renderer.close()
+    stages["polylines / segments drawn"] = f"{display_list.primitive_count} / {segments}"
+    return stages
+
+
 def bench_knn(repeat: int, backend: str) -> dict:
     """kNN (k=5) alone at several N: CPU (cKDTree), fused CuPy kernel, FAISS (when installed)."""
     results = {}
@@ -418,7 +483,8 @@ def print_rates(title: str, rates: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
-    parser.add_argument("--scene", choices=tuple(CHAINS) + tuple(SCENES) + ("knn", "video", "detect"), default="chain-4k-100")
+    parser.add_argument("--scene", choices=tuple(CHAINS) + tuple(SCENES) + ("knn", "video", "detect", "trails"),
+                        default="chain-4k-100")
     parser.add_argument("--size", type=parse_size, help="frame size WxH of a kernel scene (default: the scene's)")
     parser.add_argument("--frame-dtype", choices=("uint8", "float32"), default="uint8",
                         help="frame dtype of a kernel scene (node chains use float32 batches)")
@@ -444,6 +510,9 @@ def main(argv=None) -> int:
         sizes = [args.size] if args.size else [parse_size(text) for text in DETECT_SIZES]
         stages = bench_detect(args.repeat, sizes)
         backend, size = "cpu", ", ".join(f"{w}x{h}" for w, h in sizes)
+    elif args.scene == "trails":
+        stages = bench_trails(backend, args.repeat, args.size, args.frame_dtype)
+        size = "x".join(map(str, args.size)) if args.size else TRAILS[1]
     elif args.scene in CHAINS:
         stages = bench_chain(args.scene, backend, args.repeat)
         size = CHAINS[args.scene][1]

@@ -6,6 +6,7 @@
     python examples/overlay_video.py clip.mp4 --layer-only -o overlay.mov   # ProRes 4444 with alpha
     python examples/overlay_video.py clip.mp4 --start-frame 0 --end-frame 100 -o part1.mp4
     python examples/overlay_video.py --size 1920x1080 --frames 60   # dark canvas, synthetic tracks
+    python examples/overlay_video.py clip.mp4 --trails --trail-length 20 --trail-color-mode track
 
 Without INPUT it renders the built-in procedural demo (glowing dots that are
 detected and tracked like any video); with --size, --frames or --tracks and no
@@ -32,7 +33,15 @@ import av
 from tqdm import tqdm
 from trackoverlay.utils.core.log import LOGGER
 from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
-from trackoverlay.utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
+from trackoverlay.utils.draw.styles import (
+    BOX_SHAPES,
+    COLOR_MODES,
+    LINE_PATTERNS,
+    SIZE_MODES,
+    BoxStyle,
+    LineStyle,
+    TrailStyle,
+)
 from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths
 from trackoverlay.utils.graph.neighbours import MODES, GraphParams
 from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
@@ -57,6 +66,7 @@ DEMO_NAME = "overlay_demo"
 CANVAS_NAME = "overlay_canvas"
 CANVAS_SIZE = (1920, 1080)
 CANVAS_FRAMES = 90
+TRAIL = TrailStyle()  # the trail options' defaults
 MAX_FRAMES = 10_000_000  # a frame count or index above this is refused (over 3 days at 30 fps)
 MAX_POINTS = 100_000
 SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -193,7 +203,7 @@ def add_style_options(parser) -> None:
                        "fraction of the link's length (default: %(default)s)")
     lines.add_argument("--bend-side", choices=BEND_SIDES, default="alternate", help="(default: %(default)s)")
     lines.add_argument("--color-mode", choices=COLOR_MODES, default="single", help="one colour, or a palette "
-                       "colour per track, for lines and boxes (default: %(default)s)")
+                       "colour per track, for lines, boxes and trails (default: %(default)s)")
     boxes = parser.add_argument_group("box style")
     boxes.add_argument("--no-boxes", action="store_true", help="draw no boxes")
     boxes.add_argument("--box-size", type=finite, metavar="SIZE", help="width and height "
@@ -212,6 +222,23 @@ def add_style_options(parser) -> None:
     boxes.add_argument("--box-shape", choices=BOX_SHAPES, default="rounded", help="(default: %(default)s)")
     boxes.add_argument("--bracket-length", type=finite, default=0.25, metavar="F", help="0..0.5, bracket arm "
                        "as a fraction of the shorter side (default: %(default)s)")
+    trails = parser.add_argument_group("motion trails (the --trail-* options need --trails)")
+    trails.add_argument("--trails", action="store_true", help="draw each point's recent path as a line that "
+                        "narrows and fades toward its tail, under the links and boxes")
+    trails.add_argument("--trail-length", type=whole(2, 240), metavar="N", help="frames of history per trail; a "
+                        f"track that ends leaves its trail fading out over as many (default: {TRAIL.length})")
+    trails.add_argument("--trail-width", type=finite, metavar="SIZE", help="width at the point "
+                        f"(default: {look('trail_width')})")
+    trails.add_argument("--trail-taper", type=finite, metavar="F", help="0..1, how much the trail narrows toward "
+                        f"its tail, 1 = to nothing (default: {TRAIL.taper:g})")
+    trails.add_argument("--trail-fade", type=finite, metavar="F", help="above 0, up to 10: opacity falls to 0 at "
+                        f"the tail as (1 - age / length) ^ F; 1 = linear (default: {TRAIL.fade:g})")
+    trails.add_argument("--trail-smoothing", type=finite, metavar="F", help="0..1, averages each position over up "
+                        f"to 17 frames against jitter (default: {TRAIL.smoothing:g})")
+    trails.add_argument("--trail-color", metavar="HEX", help=f"(default: {TRAIL.color})")
+    trails.add_argument("--trail-color-mode", choices=COLOR_MODES, help="one colour, or a palette colour per "
+                        "track (default: --color-mode's)")
+    trails.add_argument("--trail-opacity", type=finite, metavar="F", help=f"0..1 (default: {TRAIL.opacity:g})")
 
 
 def _say(line: str) -> None:
@@ -284,7 +311,7 @@ def overlay_spec(args, height: int) -> OverlaySpec:
     size = look_lengths(height, UNITS[0] if args.units == "pixels" else UNITS[1],
                         **{name: getattr(args, name) for name in ("radius", "max_length", "delta_y_cap",
                                                                   "line_width", "dash_length", "gap_length",
-                                                                  "box_size", "box_stroke")})
+                                                                  "box_size", "box_stroke", "trail_width")})
     graph = GraphParams(mode=args.graph_mode, k=args.k, radius=size["radius"], max_length=size["max_length"],
                         delta_y_cap=size["delta_y_cap"], degree_cap=args.degree_cap, hysteresis=args.hysteresis)
     lines = None if args.no_lines else LineStyle(
@@ -297,7 +324,24 @@ def overlay_spec(args, height: int) -> OverlaySpec:
         color_mode=args.color_mode, opacity=args.box_opacity, fill_opacity=args.fill_opacity,
         fill_color=args.fill_color, roundness=args.roundness, shape=args.box_shape,
         bracket_length=args.bracket_length)
-    return OverlaySpec(graph, lines, boxes)
+    return OverlaySpec(graph, lines, boxes, trail_style(args, size["trail_width"]))
+
+
+TRAIL_OPTIONS = ("length", "taper", "fade", "smoothing", "color", "color_mode", "opacity")
+
+
+def trail_style(args, width: float) -> TrailStyle | None:
+    """The trails' style from the --trail-* options (None without --trails; the options need it)."""
+    given = {name: getattr(args, f"trail_{name}") for name in TRAIL_OPTIONS + ("width",)
+             if getattr(args, f"trail_{name}") is not None}
+    if not args.trails:
+        if given:
+            raise ValueError(f"--trail-{next(iter(given)).replace('_', '-')} needs --trails (trails are off "
+                             "unless asked for)")
+        return None
+    values = {name: given[name] for name in TRAIL_OPTIONS if name in given}
+    values.setdefault("color_mode", args.color_mode)
+    return TrailStyle(width=width, **values)
 
 
 def input_mode(args, tracks) -> str:

@@ -1,4 +1,4 @@
-"""Overlay builders: TRACKS -> TRACK_OVERLAY (link lines, boxes), and merging overlays."""
+"""Overlay builders: TRACKS -> TRACK_OVERLAY (link lines, boxes, trails), and merging overlays."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from comfy_api.latest import io
 from ..utils.core.checks import broadcast_length
 from ..utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from ..utils.draw.display_list import DisplayList, merge_sequences
-from ..utils.draw.overlays import box_overlay, box_primitives, link_overlay
+from ..utils.draw.overlays import box_overlay, box_primitives, link_overlay, trail_overlay
 from ..utils.draw.styles import (
     BOX_RANGES,
     BOX_SHAPES,
@@ -16,8 +16,11 @@ from ..utils.draw.styles import (
     LINE_PATTERNS,
     LINE_RANGES,
     SIZE_MODES,
+    TRAIL_RANGES,
+    TRAIL_SMOOTHING_FRAMES,
     BoxStyle,
     LineStyle,
+    TrailStyle,
 )
 from ..utils.graph.neighbours import GRAPH_RANGES, MODES, GraphParams
 from ..utils.tracks.contract import normalize_tracks
@@ -41,11 +44,13 @@ from .widgets import (
 _GRAPH = defaults(GraphParams)
 _LINE = defaults(LineStyle)
 _BOX = defaults(BoxStyle)
+_TRAIL = defaults(TrailStyle)
 _SIZE = ", in 'units'"
 # Widgets whose value is a length, multiplied by the pixels per unit.
 SCALED_GRAPH = ("radius", "max_length", "delta_y_cap")
 SCALED_LINE = ("width", "dash_length", "gap_length")
 SCALED_BOX = ("size", "stroke_width")
+SCALED_TRAIL = ("width",)
 
 
 def graph_widgets() -> list:
@@ -111,6 +116,28 @@ def box_widgets() -> list:
         combo("shape", BOX_SHAPES, _BOX["shape"], "rounded: full outline; brackets: corners only."),
         float_input("bracket_length", _BOX["bracket_length"], limits["bracket_length"], "Bracket arm length as a "
                     "fraction of the shorter side (shape brackets).", step=0.05),
+    ]
+
+
+def trail_widgets() -> list:
+    """The trail-style widgets (one per TrailStyle field)."""
+    limits = TRAIL_RANGES
+    window = 2 * TRAIL_SMOOTHING_FRAMES + 1
+    return [
+        int_input("length", _TRAIL["length"], limits["length"], "Trail length in frames: how many past positions "
+                  "each trail shows. A track that ends leaves its trail fading out over this many frames."),
+        float_input("width", _TRAIL["width"], limits["width"], "Trail width at the point" + _SIZE + "."),
+        float_input("taper", _TRAIL["taper"], limits["taper"], "How much the trail narrows toward its tail: 0 = "
+                    "the same width throughout, 1 = down to nothing.", step=0.05),
+        float_input("fade", _TRAIL["fade"], limits["fade"], "Fade curve: opacity falls from the point to 0 at the "
+                    "tail as (1 - age / length) ^ fade; 1 = linear, above 1 fades sooner, below 1 later."),
+        float_input("smoothing", _TRAIL["smoothing"], limits["smoothing"], "Hides tracking jitter: each position "
+                    f"is averaged with its neighbours in time, 0 = raw, 1 = over {window} frames (centred, so the "
+                    "trail stays on straight paths and its head on the point).", step=0.05),
+        color("color", _TRAIL["color"], "Trail colour (color_mode single)."),
+        combo("color_mode", COLOR_MODES, _TRAIL["color_mode"], "single: 'color'; track: a palette colour per "
+              "track."),
+        float_input("opacity", _TRAIL["opacity"], limits["opacity"], "Trail opacity at the point, 0..1.", step=0.05),
     ]
 
 
@@ -188,6 +215,31 @@ class BoxesNode(io.ComfyNode):
         return io.NodeOutput(merge_sequences(overlay, extra))
 
 
+class TrailsNode(io.ComfyNode):
+    """Motion trails: each tracked point's recent path as a tapering, fading line."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="TrackOverlayTrails",
+            display_name="Trails",
+            category=DRAW_CATEGORY,
+            search_aliases=["motion trails", "tracking overlay", "comet tails", "point trails", "tracers",
+                            "motion history", "path history"],
+            description="Draws each visible tracked point's last positions as a smoothed line that narrows and "
+                        "fades toward its tail; hidden frames break a trail, and a track that ends leaves its "
+                        "trail fading out.",
+            inputs=[tracks_input(), units_input(), *trail_widgets(), reference_input()],
+            outputs=[Overlay.Output("overlay", tooltip=OVERLAY_OUT)],
+        )
+
+    @classmethod
+    def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
+        style = engine_params(TrailStyle, widgets, unit_scale(units, reference), SCALED_TRAIL)
+        tracks = normalize_tracks(tracks)
+        return io.NodeOutput(trail_overlay(tracks.path, tracks.visibility, style, tracks.opacity))
+
+
 class MergeOverlaysNode(io.ComfyNode):
     """Stacks overlays: later inputs draw on top."""
 
@@ -219,4 +271,4 @@ class MergeOverlaysNode(io.ComfyNode):
         return io.NodeOutput(merge_sequences(*given.values()))
 
 
-NODES = (LineLinksNode, BoxesNode, MergeOverlaysNode)
+NODES = (LineLinksNode, BoxesNode, TrailsNode, MergeOverlaysNode)

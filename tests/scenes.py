@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
-from trackoverlay.utils.draw.overlays import box_overlay, box_primitives, link_overlay, link_polylines
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.draw.overlays import box_overlay, box_primitives, link_overlay, link_polylines, trail_overlay
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 from trackoverlay.utils.tracks.demo import CANVAS_RGB, DemoClip
 from trackoverlay.utils.video.stream import FramePoints, OverlayBuilder
@@ -171,6 +171,32 @@ def fading_tracks():
     return textured_frame(90, 120), lines + marks
 
 
+def trail_tracks(frames=40):
+    """Six tracks over ``frames`` frames on a 120x90 canvas: three circling, one wavy (hidden in frames
+    33-34), one straight that ends at frame 35, one jittery straight one; track_opacity fades track 2."""
+    t = np.arange(frames, dtype=np.float64)[:, None]
+    angle = 0.12 * t + np.array([0.0, 2.1, 4.2])
+    circling = np.stack([60 + 30 * np.cos(angle), 45 + 28 * np.sin(angle)], axis=-1)
+    wavy = np.stack([5 + 2.5 * t[:, 0], 14 + 6 * np.sin(0.4 * t[:, 0])], axis=-1)
+    straight = np.stack([118 - 2.0 * t[:, 0], 84 - 1.2 * t[:, 0]], axis=-1)
+    jitter = np.random.default_rng(12).normal(0.0, 0.8, (frames, 2))
+    shaky = np.stack([10 + 1.8 * t[:, 0], 80 - 0.9 * t[:, 0]], axis=-1) + jitter
+    path = np.concatenate([circling, wavy[:, None], straight[:, None], shaky[:, None]], axis=1).astype(np.float32)
+    visible = np.ones(path.shape[:2], bool)
+    visible[33:35, 3] = False
+    visible[36:, 4] = False
+    opacity = np.ones(path.shape[:2], np.float32)
+    opacity[:, 2] = np.linspace(1.0, 0.3, frames)
+    return path, visible, opacity
+
+
+def trails():
+    """The last frame of :func:`trail_tracks`' trails (16 frames, tapered, eased fade, smoothed), track colours."""
+    path, visible, opacity = trail_tracks()
+    style = TrailStyle(length=16, width=4.0, taper=0.8, fade=1.5, smoothing=0.5, color_mode="track", opacity=0.9)
+    return textured_frame(90, 120), trail_overlay(path, visible, style, opacity)[-1]
+
+
 @lru_cache(maxsize=1)
 def overlay_video_cli():
     """examples/overlay_video.py as a module."""
@@ -211,7 +237,7 @@ def cli_look_3840x2160():
 
 SCENES = {function.__name__: function for function in (
     knn_straight, bezier_curves, dashed_dotted, track_gradient, rounded_boxes, corner_brackets,
-    seed_scene, float32_frame, fading_tracks, cli_look_640x360, cli_look_3840x2160)}
+    seed_scene, float32_frame, fading_tracks, cli_look_640x360, cli_look_3840x2160, trails)}
 
 
 PARITY = 2 / 255

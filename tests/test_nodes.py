@@ -25,7 +25,7 @@ from fake_comfy import (  # noqa: E402
 install_comfy_api()
 
 from trackoverlay.nodes.extension import NODES  # noqa: E402
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle  # noqa: E402
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle  # noqa: E402
 from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
 from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
 
@@ -330,6 +330,34 @@ def test_boxes_input_errors():
         boxes_overlay(tracks, boxes="0,0,8,8")
 
 
+def sliding_track(frames=12, step=4.0):
+    """One track moving right ``step`` px per frame along y = 30.5, from x = 10.5."""
+    x = 10.5 + step * np.arange(frames)
+    return make_tracks(np.stack([x, np.full(frames, 30.5)], axis=-1)[:, None])
+
+
+def test_trails_draw_a_tapering_fading_line_behind_the_track():
+    tracks = sliding_track()
+    before = snapshot(tracks)
+    (overlay,) = run("Trails", tracks=tracks, length=8, width=4.0, taper=0.5, fade=1.0, smoothing=0.0,
+                     color="#FF0000", opacity=1.0)
+    assert_unchanged(tracks, before)
+    assert [entry.primitive_count for entry in overlay] == [0] + [1] * 11
+    out, _, alpha = render(frames(12, value=0.0), overlay)
+    np.testing.assert_allclose(out[11, 30, 54].numpy(), [1.0, 0.0, 0.0], atol=1e-6)  # the head, on the point
+    # halfway along the 28 px trail: age 3.5 of 7, so alpha 0.5 and half width 2 x 0.75 = 1.5 px
+    np.testing.assert_allclose(out[11, 31, 40].numpy(), [0.5, 0.0, 0.0], atol=1e-6)
+    assert float(alpha[11, 32, 40]) == 0.0 and float(alpha[11, 32, 54]) == 0.5  # the 4 px head's edge
+    assert float(alpha[11, 30, 20]) == 0.0  # behind the tail (x = 26.5)
+
+
+def test_trails_width_follows_the_units():
+    tracks = sliding_track()
+    (overlay,) = run("Trails", tracks=tracks, units=PERCENT, reference=frames(1, 200, 120), width=2.0, taper=0.0,
+                     fade=1.0, smoothing=0.0)
+    assert overlay[-1].layers[0].width.tolist() == [4.0]  # 2 % of 200 px
+
+
 def test_merge_draws_later_inputs_on_top_and_repeats_single_frames():
     tracks = make_tracks(np.full((3, 1, 2), 30.0))
     red = boxes_overlay(tracks, fill_opacity=1.0, color="#FF0000")
@@ -579,6 +607,7 @@ def test_backend_info_reports_rather_than_fails_for_gpu():
 @pytest.mark.parametrize("node_id, engine", [
     ("LineLinks", (GraphParams, LineStyle)),
     ("Boxes", (BoxStyle,)),
+    ("Trails", (TrailStyle,)),
 ])
 def test_every_style_widget_reaches_the_engine(node_id, engine):
     widgets = set(widget_defaults(NODE_BY_ID[f"TrackOverlay{node_id}"])) - {"units"}

@@ -44,6 +44,22 @@ def test_blank_canvas(tmp_path):
     assert np.count_nonzero(first.max(axis=2) > 100) > 200  # boxes and links drawn on the dark canvas
 
 
+def test_trails_on_a_canvas(tmp_path):
+    """--trails draws red trails behind the canvas's moving dots; without it the canvas stays bare."""
+    common = ("--size", "160x90", "--frames", 12, "--no-lines", "--no-boxes", "--units", "pixels")
+    result = run_cli(*common, "--trails", "--trail-length", 10, "--trail-width", 2, "--trail-color", "#FF0000",
+                     "--trail-opacity", 1, "--trail-smoothing", 0.5, "-o", "trails/", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert run_cli(*common, "-o", "bare/", cwd=tmp_path).returncode == 0
+    first, last = (cv2.imread(str(tmp_path / "trails" / f"frame_{i:06d}.png")).astype(int) for i in (0, 11))
+    bare = cv2.imread(str(tmp_path / "bare" / "frame_000011.png")).astype(int)
+    np.testing.assert_array_equal(first, bare)  # one position per track: no trail yet
+    drawn = np.any(last != bare, axis=-1)
+    assert np.count_nonzero(drawn) > 150
+    blue, green, red = np.moveaxis(last[drawn] - bare[drawn], -1, 0)  # BGR: red rises, the rest falls
+    assert np.all(red > 0) and np.all(green <= 0) and np.all(blue <= 0) and last[drawn][:, 2].max() > 200
+
+
 def test_video_with_png_dir_keeps_size_rate_and_count(tmp_path, demo_clip_file):
     (tmp_path / "shot").mkdir()
     clip = tmp_path / "shot" / "dots.mp4"

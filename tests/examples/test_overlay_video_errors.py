@@ -62,6 +62,16 @@ ERRORS = [
     pytest.param(["--line-color", "red"], r"line color 'red' is not a colour", id="line-colour-name"),
     pytest.param(["--roundness", "2"], r"box roundness must be a number in \[0, 1\], got 2", id="roundness-2"),
     pytest.param(["--curve", "wiggly"], r"argument --curve: invalid choice: 'wiggly'", id="curve-unknown"),
+    pytest.param(["--trail-length", "20"], r"--trail-length needs --trails", id="trail-option-without-trails"),
+    pytest.param(["--trails", "--trail-length", "1"], r"--trail-length: must be a whole number in 2\.\.240, got 1",
+                 id="trail-length-1"),
+    pytest.param(["--trails", "--trail-taper", "2"], r"trail taper must be a number in \[0, 1\], got 2",
+                 id="trail-taper-2"),
+    pytest.param(["--trails", "--trail-fade", "0"], r"trail fade must be a number in \(0, 10\], got 0",
+                 id="trail-fade-0"),
+    pytest.param(["--trails", "--trail-width", "0", "--units", "pixels"],
+                 r"trail width must be a number in \(0, 10000\], got 0", id="trail-width-0"),
+    pytest.param(["--trails", "--trail-color", "#12"], r"trail color '#12' is not a colour", id="trail-colour"),
 ]
 
 

@@ -1,7 +1,9 @@
 """The coverage model written out in float64, every primitive on every pixel (docs/architecture.md).
 
 Capsule of width w: coverage = clamp(0.5 - (distance - w/2), 0, 1), the
-distance taken to the whole polyline (its nearest segment). Rounded box
+distance taken to the whole polyline (its nearest segment). Per-vertex width
+and alpha factors are interpolated linearly along that nearest segment, at
+the foot of the pixel centre (a tapered capsule). Rounded box
 (signed distance s): stroke clamp(0.5 - (|s| - stroke/2), 0, 1), fill
 clamp(0.5 - s, 0, 1) * fill alpha. Colours are premultiplied and composite
 "over" in list order. Pixel centres sit at +0.5.
@@ -52,13 +54,20 @@ def reference_polyline(x, y, lines: Polylines, index):
     vertices = lines.vertices[lines.offsets[index]:lines.offsets[index + 1]].astype(np.float64)
     lengths = np.hypot(*np.diff(vertices, axis=0).T)
     arc_starts = np.r_[0.0, np.cumsum(lengths)[:-1]]
+    factors = np.ones((len(vertices), 2))
+    for column, given in enumerate((lines.vertex_width, lines.vertex_alpha)):
+        if given is not None:
+            factors[:, column] = given[lines.offsets[index]:lines.offsets[index + 1]]
     nearest, arc = np.full(x.shape, np.inf), np.zeros(x.shape)
-    for p0, p1, arc_start, length in zip(vertices[:-1], vertices[1:], arc_starts, lengths):
+    factor = np.ones(x.shape + (2,))
+    for p0, p1, f0, f1, arc_start, length in zip(vertices[:-1], vertices[1:], factors[:-1], factors[1:], arc_starts,
+                                                 lengths):
         distance, t = segment_distance(x, y, p0, p1)
         closer = distance < nearest
         nearest = np.where(closer, distance, nearest)
         arc = np.where(closer, arc_start + t * length, arc)
-    half_width = float(lines.width[index]) / 2
+        factor = np.where(closer[..., None], f0 + (f1 - f0) * t[..., None], factor)
+    half_width = float(lines.width[index]) / 2 * factor[..., 0]
     outside = nearest - half_width
     on, off = lines.dash[index].astype(np.float64)
     if off > 0:
@@ -67,7 +76,7 @@ def reference_polyline(x, y, lines: Polylines, index):
             else np.maximum(outside, along)
     start, end = lines.color_start[index].astype(np.float64), lines.color_end[index].astype(np.float64)
     rgba = start + (end - start) * (arc / lengths.sum())[..., None]
-    alpha = rgba[..., 3] * np.clip(0.5 - outside, 0.0, 1.0)
+    alpha = rgba[..., 3] * np.clip(0.5 - outside, 0.0, 1.0) * factor[..., 1]
     return rgba[..., :3] * alpha[..., None], alpha
 
 
@@ -114,8 +123,9 @@ def dense(layer):
 # ------------------------------------------------------------- random scenes
 
 
-def random_curves(rng, kind, count, height, width):
-    """``count`` gentle Bézier curves (bend <= 0.5, chords 25..60 px) with random styles."""
+def random_curves(rng, kind, count, height, width, tapered=False):
+    """``count`` gentle Bézier curves (bend <= 0.5, chords 25..60 px) with random styles
+    (``tapered``: random width and alpha factors per vertex too)."""
     start = rng.uniform((0, 0), (width, height), (count, 2))
     angle = rng.uniform(0, 2 * np.pi, count)
     end = start + rng.uniform(25, 60, (count, 1)) * np.stack([np.cos(angle), np.sin(angle)], axis=1)
@@ -125,8 +135,11 @@ def random_curves(rng, kind, count, height, width):
     dash = np.stack([np.where(pattern == 1, rng.uniform(3, 8, count), 0.0),
                      np.where(pattern > 0, rng.uniform(2, 6, count), 0.0)], axis=1)
     colors = rng.uniform((0, 0, 0, 0.3), (1, 1, 1, 1), (2, count, 4))
+    vertex_width = vertex_alpha = None
+    if tapered:
+        vertex_width, vertex_alpha = rng.uniform((0.0, 0.0), (2.0, 1.0), (len(vertices), 2)).T
     return Polylines(vertices, offsets, rng.uniform(0.5, 3.5, count), colors[0], colors[1], dash,
-                     (pattern == 2) | (rng.random(count) < 0.3))
+                     (pattern == 2) | (rng.random(count) < 0.3), vertex_width, vertex_alpha)
 
 
 def random_boxes(rng, count, height, width):
@@ -140,8 +153,10 @@ def random_boxes(rng, count, height, width):
                  colors[0], colors[1], np.where(rng.random(count) < 0.4, shorter * rng.uniform(0.2, 0.8, count), 0))
 
 
-def random_display_list(seed, height=72, width=96):
-    """Overlapping semi-transparent curves (all kinds, dashes, gradients) and boxes."""
+def random_display_list(seed, height=72, width=96, tapered=False):
+    """Overlapping semi-transparent curves (all kinds, dashes, gradients; ``tapered``: with
+    per-vertex width and alpha factors) and boxes."""
     rng = np.random.default_rng(seed)
-    curves = tuple(random_curves(rng, kind, 3, height, width) for kind in ("straight", "quadratic", "cubic", "s_curve"))
+    curves = tuple(random_curves(rng, kind, 3, height, width, tapered)
+                   for kind in ("straight", "quadratic", "cubic", "s_curve"))
     return DisplayList(curves[:2] + (random_boxes(rng, 4, height, width),) + curves[2:])

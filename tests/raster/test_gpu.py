@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scenes import SCENES, as_dtype, assert_parity, boxes, flat_frame
 from trackoverlay.utils.draw.display_list import DisplayList
-from trackoverlay.utils.draw.overlays import box_primitives, link_polylines
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.draw.overlays import box_primitives, link_polylines, trail_overlay
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 
 pytestmark = pytest.mark.gpu
@@ -56,6 +56,27 @@ def test_gpu_link_looks_match_cpu_on_a_device_frame(cpu_renderer, gpu_renderer, 
     points = (rng.random((120, 2)) * [640, 360]).astype(np.float32)
     frame = as_dtype(rng.integers(0, 256, (360, 640, 3), dtype=np.uint8), dtype)
     display_list = link_display_list(points, params, line_style, box_style)
+    assert_parity(render_on_device(gpu_renderer, frame, display_list), cpu_renderer.render(frame, display_list))
+
+
+TRAIL_LOOKS = [TrailStyle(), TrailStyle(length=60, width=9.0, taper=1.0, fade=0.4, smoothing=1.0, color_mode="track"),
+               TrailStyle(length=5, width=1.0, taper=0.0, fade=3.0, smoothing=0.0, color="#FF880080")]
+
+
+@pytest.mark.parametrize("look", range(len(TRAIL_LOOKS)))
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_gpu_trails_match_cpu_on_a_device_frame(cpu_renderer, gpu_renderer, look, dtype):
+    """300 trails of wandering, sometimes hidden tracks over a random frame, with fades."""
+    rng = np.random.default_rng(10 + look)
+    frames = 70
+    velocity = rng.normal(0.0, 3.0, (300, 2))
+    path = rng.random((300, 2)) * [640, 360] + velocity * np.arange(frames)[:, None, None] \
+        + rng.normal(0.0, 1.0, (frames, 300, 2)).cumsum(axis=0)
+    visible = rng.random((frames, 300)) > 0.05
+    opacity = rng.uniform(0.2, 1.0, (frames, 300)).astype(np.float32)
+    display_list = trail_overlay(path.astype(np.float32), visible, TRAIL_LOOKS[look], opacity)[-1]
+    assert display_list.primitive_count > 250
+    frame = as_dtype(rng.integers(0, 256, (360, 640, 3), dtype=np.uint8), dtype)
     assert_parity(render_on_device(gpu_renderer, frame, display_list), cpu_renderer.render(frame, display_list))
 
 

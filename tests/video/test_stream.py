@@ -2,11 +2,12 @@
 
 import weakref
 
+import cv2
 import numpy as np
 import pytest
 from trackoverlay.utils.draw.display_list import merge_sequences
-from trackoverlay.utils.draw.overlays import box_overlay, link_overlay
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.draw.overlays import box_overlay, link_overlay, trail_overlay
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.batch import render_batch
 from trackoverlay.utils.tracks.contract import Tracks
@@ -23,6 +24,7 @@ from trackoverlay.utils.video.stream import (
     OverlayBuilder,
     OverlaySpec,
     TrackPoints,
+    TrailHistory,
     overlay_frames,
     render_video,
 )
@@ -183,3 +185,72 @@ def test_frame_points_shapes():
         FramePoints(np.zeros((2, 2)), np.ones(3, bool))
     with pytest.raises(ValueError, match=r"sizes must have shape \[1, 2\]"):
         FramePoints(np.zeros((1, 2)), np.ones(1, bool), np.zeros((1, 3)))
+
+
+def moving_tracks(frames=24, columns=6, seed=0):
+    """Random walks on a 96x64 canvas, some hidden now and then, with fades."""
+    rng = np.random.default_rng(seed)
+    path = (rng.uniform(20, 60, (columns, 2)) + rng.normal(0.0, 2.0, (frames, columns, 2)).cumsum(axis=0))
+    visible = rng.random((frames, columns)) > 0.12
+    opacity = rng.uniform(0.3, 1.0, (frames, columns)).astype(np.float32)
+    return path.astype(np.float32), visible, opacity
+
+
+def test_streamed_trails_equal_the_batch_trails(cpu_renderer):
+    """Trails from the stream's ring of frames equal the batch builder's, field by field and drawn,
+    with tracks that hide, fade, end, and columns that appear mid-stream (as a detector adds them)."""
+    path, visible, opacity = moving_tracks(frames=30)
+    visible[:10, 4:] = False  # columns 4 and 5 appear at frame 10
+    visible[18:, 2] = False  # track 2 ends: its trail fades out
+    trails = TrailStyle(length=7, width=3.0, smoothing=0.5, fade=1.5, color_mode="track")
+    spec = OverlaySpec(GraphParams(k=2), LineStyle(width=1.0, curve="straight"), BoxStyle(size=6), trails)
+    builder = OverlayBuilder(spec)
+    streamed = [builder(FramePoints(path[t, :4 if t < 10 else 6], visible[t, :4 if t < 10 else 6],
+                                    opacity=opacity[t, :4 if t < 10 else 6])) for t in range(30)]
+    batch = trail_overlay(path, visible, trails, opacity)
+    assert sum(display_list.primitive_count for display_list in batch) > 100
+    for t, (ours, theirs) in enumerate(zip(streamed, batch)):
+        trail_layers = [layer for layer in ours.layers if getattr(layer, "vertex_width", None) is not None]
+        assert len(trail_layers) == len(theirs.layers) == (t > 0)
+        for mine, lines in zip(trail_layers, theirs.layers):
+            for name in ("vertices", "offsets", "width", "color_start", "color_end", "vertex_width", "vertex_alpha"):
+                np.testing.assert_array_equal(getattr(mine, name), getattr(lines, name), err_msg=f"{t} {name}")
+    tracks = Tracks(path, visible, opacity=opacity)
+    frames = np.zeros((30, 64, 96, 3), np.uint8)
+    drawn = list(overlay_frames(iter(frames), TrackPoints(tracks), spec, cpu_renderer))
+    overlays = merge_sequences(trail_overlay(tracks.path, tracks.visibility, trails, tracks.opacity),
+                               link_overlay(tracks.path, tracks.visibility, spec.graph, spec.lines,
+                                            opacity=tracks.opacity),
+                               box_overlay(tracks.path, tracks.visibility, spec.boxes, opacity=tracks.opacity))
+    np.testing.assert_array_equal(np.stack(drawn), render_batch(frames, overlays, cpu_renderer).frames)
+
+
+def test_trail_history_keeps_a_constant_number_of_frames():
+    history = TrailHistory(5)
+    for t in range(40):
+        history.push(FramePoints(np.full((3, 2), t, np.float32), np.ones(3, bool)))
+    path, visible, opacity = history.window()
+    assert path.shape == (5, 3, 2) and history.path.shape == (5, 3, 2)
+    assert path[:, 0, 0].tolist() == [35, 36, 37, 38, 39] and visible.all() and (opacity == 1).all()
+
+
+def test_trail_frame_ranges_join_bit_exact(tmp_path, cpu_renderer):
+    """A part starting at frame 14 replays the trails' frames before it: the parts equal the whole render."""
+    path, visible, _ = moving_tracks(frames=20)
+    tracks = Tracks(path, visible)
+    spec = OverlaySpec(GraphParams(), None, None, TrailStyle(length=6, width=3.0, smoothing=0.5, opacity=1.0))
+    clip = DemoClip(width=96, height=64, frame_count=20, fps=12, dots=0)
+
+    def render(name, tracks=tracks, **frame_range):
+        folder = f"{tmp_path}/{name}/"
+        render_video(FrameSource.from_demo(clip, canvas=True), TrackPoints(tracks), spec, cpu_renderer, folder,
+                     **frame_range)
+        return {p.name: cv2.imread(str(p)) for p in sorted((tmp_path / name).iterdir())}
+
+    whole = render("whole")
+    joined = {**render("a", end_frame=14), **render("b", start_frame=14)}
+    assert list(joined) == list(whole) == [f"frame_{i:06d}.png" for i in range(20)]
+    for name, image in whole.items():
+        np.testing.assert_array_equal(joined[name], image, err_msg=name)
+    fresh = render("fresh", tracks=Tracks(path[14:], visible[14:]), max_frames=1)  # no history: a different frame
+    assert not np.array_equal(fresh["frame_000000.png"], whole["frame_000014.png"])

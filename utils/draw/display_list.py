@@ -22,13 +22,13 @@ from ..core.arrays import require_bounded
 from ..core.checks import broadcast_length
 
 
-def _as_float32(name: str, values, shape_tail: tuple, count: int | None) -> np.ndarray:
+def _as_float32(name: str, values, shape_tail: tuple, count: int | None, per: str = "primitive") -> np.ndarray:
     array = np.array(values, dtype=np.float32, order="C")  # a copy: the caller's array stays writable
     if array.ndim != 1 + len(shape_tail) or array.shape[1:] != shape_tail:
         want = "[N" + "".join(f", {n}" for n in shape_tail) + "]"
         raise ValueError(f"{name} must have shape {want}, got {list(array.shape)}")
     if count is not None and array.shape[0] != count:
-        raise ValueError(f"{name} has {array.shape[0]} rows, expected {count} (one per primitive)")
+        raise ValueError(f"{name} has {array.shape[0]} rows, expected {count} (one per {per})")
     require_bounded(name, array)
     return array
 
@@ -54,6 +54,10 @@ class Polylines:
             draws a solid line.
         dash_round: bool [P]; dashes get round caps (dots when ``on == 0``) instead
             of butt ends.
+        vertex_width: float32 [V] (>= 0) multiplying ``width`` at each vertex, or None
+            (all 1); between vertices it is interpolated linearly (a tapered line).
+        vertex_alpha: float32 [V] (0..1) multiplying the alpha at each vertex, or None
+            (all 1); interpolated like ``vertex_width`` (a line that fades).
     """
 
     vertices: np.ndarray
@@ -63,6 +67,8 @@ class Polylines:
     color_end: np.ndarray
     dash: np.ndarray
     dash_round: np.ndarray
+    vertex_width: np.ndarray | None = None
+    vertex_alpha: np.ndarray | None = None
 
     def __post_init__(self):
         vertices = _as_float32("polyline vertices", self.vertices, (2,), None)
@@ -85,9 +91,16 @@ class Polylines:
         dash_round = np.array(self.dash_round, dtype=bool, order="C")
         if dash_round.shape != (count,):
             raise ValueError(f"dash_round must have shape [{count}], got {list(dash_round.shape)}")
+        factors = {}
+        for name, low, high in (("vertex_width", 0.0, np.inf), ("vertex_alpha", 0.0, 1.0)):
+            given = getattr(self, name)
+            if given is not None:
+                factors[name] = _as_float32(f"polyline {name}", given, (), len(vertices), "vertex")
+                if np.any(factors[name] < low) or np.any(factors[name] > high):
+                    raise ValueError(f"polyline {name} must hold values in {low:g}..{high:g}")
         for name, value in (("vertices", vertices), ("offsets", offsets), ("width", width),
                             ("color_start", color_start), ("color_end", color_end),
-                            ("dash", dash), ("dash_round", dash_round)):
+                            ("dash", dash), ("dash_round", dash_round), *factors.items()):
             value.setflags(write=False)
             object.__setattr__(self, name, value)
 
@@ -183,7 +196,7 @@ class DisplayList:
     @property
     def nbytes(self) -> int:
         """Bytes held by the list's arrays."""
-        return sum(value.nbytes for layer in self.layers for value in vars(layer).values())
+        return sum(value.nbytes for layer in self.layers for value in vars(layer).values() if value is not None)
 
 
 def merge_sequences(*sequences: list) -> list:

@@ -12,7 +12,7 @@ from ..tracks.contract import located
 from .colors import palette_colors, parse_color
 from .curves import bend_signs, control_points, flatten
 from .display_list import Boxes, DisplayList, Polylines
-from .styles import BoxStyle, LineStyle
+from .styles import BoxStyle, LineStyle, TrailStyle
 
 
 def _dash(style: LineStyle, count: int, xp=np):
@@ -190,3 +190,123 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None) -> 
 
 
 _BOX_FIELDS = ("center", "half_size", "radius", "stroke_width", "stroke_color", "fill_color", "bracket")
+
+
+def _shifted(values, step: int, fill, xp):
+    """``values`` moved along axis 0: ``out[s] = values[s + step]``, ``fill`` where that is outside."""
+    out = xp.full_like(values, fill)
+    count = values.shape[0]
+    if abs(step) < count:
+        if step >= 0:
+            out[:count - step] = values[step:]
+        else:
+            out[-step:] = values[:count + step]
+    return out
+
+
+def trail_geometry(path, visibility, style: TrailStyle, opacity=None, frames=None, xp=np):
+    """The trails drawn at ``frames`` (int array, default every frame) of a track set, as
+    ``(frame [P], fields)``: each polyline's frame, in ascending order, and the
+    :class:`Polylines` fields (vertex factors included) as ``xp`` arrays.
+
+    At frame ``t`` a track's trail is its visible positions of frames
+    ``t - length + 1 .. t``, one vertex per frame, oldest first; a hidden frame
+    breaks it into separate polylines (single positions draw nothing). A vertex
+    of age ``k = t - s`` gets width factor ``1 - taper * k / (length - 1)`` and
+    alpha ``(1 - k / (length - 1)) ** fade`` times the track's ``opacity`` [T, N]
+    at frame ``s``, so a track that ends leaves its trail where it was, fading
+    and shrinking from the tail for ``length - 1`` frames.
+
+    Smoothing replaces each position by the mean of a centred window of
+    ``2h + 1`` frames, ``h = min(style.smoothing_frames, k, visible frames before
+    s, visible frames after s)``: it never looks past ``t`` nor across a hidden
+    frame, so the head sits on the point, a point moving steadily on a line
+    keeps its line exactly, and earlier frames' results do not change later.
+    Only frames ``t - length - smoothing_frames + 1 .. t`` matter for frame ``t``,
+    and a frame's trails come out bit for bit the same whichever frames are
+    built with it (the stream builds one frame at a time from those frames).
+    Runs on NumPy or CuPy (``xp``).
+    """
+    path = xp.asarray(path, dtype=xp.float32)
+    count, columns = path.shape[:2]
+    visible = xp.asarray(visibility, dtype=bool) & located(path)  # NumPy's functions dispatch to CuPy arrays
+    frames = xp.arange(count, dtype=xp.int64) if frames is None else xp.asarray(frames, dtype=xp.int64)
+    length, reach = style.length, style.smoothing_frames
+
+    # Vertex (frame index i, column n, window slot j) for slot j = frame t - length + 1 + j, oldest first.
+    padded = xp.concatenate([xp.zeros((length - 1, columns), dtype=bool), visible])
+    slots = xp.arange(length, dtype=xp.int64)
+    present = padded[frames[:, None, None] + slots, xp.arange(columns)[None, :, None]]
+    index, column, slot = xp.nonzero(present)
+    # A polyline runs over consecutive slots of one (frame, column); keep those of two vertices or more.
+    joined = xp.zeros(index.shape[0], dtype=bool)
+    joined[1:] = (index[1:] == index[:-1]) & (column[1:] == column[:-1]) & (slot[1:] == slot[:-1] + 1)
+    run = xp.cumsum(~joined) - 1
+    keep = xp.bincount(run)[run] >= 2 if run.shape[0] else joined
+    index, column, slot, starts = index[keep], column[keep], slot[keep], ~joined[keep]
+    first = xp.nonzero(starts)[0]
+    offsets = xp.concatenate([first, xp.asarray([index.shape[0]], dtype=first.dtype)]).astype(xp.int64)
+
+    age = (length - 1) - slot
+    frame = frames[index] - age
+    # Smoothing half-window per vertex: capped by its age and by the visible frames on either side.
+    before = xp.zeros((count, columns), dtype=xp.int64)
+    after = xp.zeros((count, columns), dtype=xp.int64)
+    for side, step in ((before, -1), (after, 1)):
+        unbroken = xp.ones((count, columns), dtype=bool)
+        for offset in range(1, reach + 1):
+            unbroken &= _shifted(visible, step * offset, False, xp)
+            side += unbroken
+    half = xp.minimum(xp.minimum(before, after)[frame, column], age)
+    positions = xp.where(visible[..., None], path, 0).astype(xp.float64)
+    window = positions.copy()
+    vertices = xp.zeros((index.shape[0], 2), dtype=xp.float32)
+    for width in range(reach + 1):  # window sums of 2 * width + 1 frames, always added in the same order
+        if width:
+            window += _shifted(positions, -width, 0.0, xp) + _shifted(positions, width, 0.0, xp)
+        chosen = xp.nonzero(half == width)[0]
+        vertices[chosen] = (window[frame[chosen], column[chosen]] / (2 * width + 1)).astype(xp.float32)
+
+    fraction = age.astype(xp.float32) / xp.float32(length - 1)
+    vertex_width = xp.float32(1.0) - xp.float32(style.taper) * fraction
+    vertex_alpha = (xp.float32(1.0) - fraction) ** xp.float32(style.fade)
+    if opacity is not None:
+        vertex_alpha = vertex_alpha * xp.asarray(opacity, dtype=xp.float32)[frame, column]
+    lines = first.shape[0]
+    line_column = column[first]
+    if style.color_mode == "track":
+        color = palette_colors(line_column, xp=xp)
+    else:
+        color = xp.tile(xp.asarray(parse_color(style.color)), (lines, 1))
+    color = color * xp.asarray([1, 1, 1, style.opacity], dtype=xp.float32)
+    fields = {"vertices": vertices, "offsets": offsets, "width": xp.full(lines, style.width, dtype=xp.float32),
+              "color_start": color, "color_end": color, "dash": xp.zeros((lines, 2), dtype=xp.float32),
+              "dash_round": xp.zeros(lines, dtype=bool), "vertex_width": vertex_width,
+              "vertex_alpha": xp.clip(vertex_alpha, 0.0, 1.0)}
+    return frames[index[first]], fields
+
+
+def trail_polylines(fields: dict, lines: slice) -> Polylines:
+    """The :class:`Polylines` of polylines ``lines`` (a slice) of :func:`trail_geometry` fields (NumPy)."""
+    offsets = fields["offsets"][lines.start:lines.stop + 1]
+    if len(offsets) < 2:
+        return Polylines.empty()
+    vertex_range = slice(int(offsets[0]), int(offsets[-1]))
+    per_vertex = ("vertices", "vertex_width", "vertex_alpha")
+    per_line = {name: values[lines] for name, values in fields.items() if name not in per_vertex + ("offsets",)}
+    return Polylines(offsets=offsets - offsets[0], **{name: fields[name][vertex_range] for name in per_vertex},
+                     **per_line)
+
+
+def trail_overlay(path, visibility, style: TrailStyle, opacity=None) -> list:
+    """Per-frame display lists of every track's motion trail (see :func:`trail_geometry`).
+
+    ``path`` float32 [T, N, 2], ``visibility`` bool [T, N]; ``opacity`` float32
+    [T, N] (the tracks' fades) scales each vertex's alpha. Positions that are
+    NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden. All frames' trails
+    are built at once.
+    """
+    path = np.asarray(path, np.float32)
+    frame, fields = trail_geometry(path, visibility, style, opacity)
+    bounds = _frame_slices(frame, path.shape[0])
+    return [DisplayList((trail_polylines(fields, slice(int(a), int(b))),)) for a, b in zip(bounds[:-1], bounds[1:])]

@@ -1,4 +1,4 @@
-"""Line and box styles: what the user sets, validated once."""
+"""Line, box and trail styles: what the user sets, validated once."""
 
 from __future__ import annotations
 
@@ -21,6 +21,16 @@ LINE_RANGES = {
     "gap_length": Range(0.0, 100_000.0, low_open=True),  # 0 passes for solid lines
     "bend": Range(-2.0, 2.0),
 }
+TRAIL_RANGES = {
+    "length": Range(2, 240),
+    "width": Range(0.0, 10_000.0, low_open=True),
+    "taper": Range(0.0, 1.0),
+    "fade": Range(0.0, 10.0, low_open=True),
+    "smoothing": Range(0.0, 1.0),
+    "opacity": Range(0.0, 1.0),
+}
+TRAIL_SMOOTHING_FRAMES = 8
+"""Half the averaging window, in frames, at ``smoothing`` 1 (a window of 17 frames)."""
 BOX_RANGES = {
     "size": Range(0.0, 100_000.0),
     "stroke_width": Range(0.0, 10_000.0),
@@ -102,3 +112,41 @@ class BoxStyle:
         check_range("box roundness", self.roundness, ranges["roundness"])
         check_choice("box shape", self.shape, BOX_SHAPES)
         check_range("box bracket length", self.bracket_length, ranges["bracket_length"])
+
+
+@dataclass(frozen=True)
+class TrailStyle:
+    """How motion trails look: each point's last ``length`` positions as one line.
+
+    The line is ``width`` wide at the point (the head) and narrows linearly to
+    ``(1 - taper) * width`` at the tail; its alpha falls from 1 at the head to 0
+    at the tail as ``(1 - age / (length - 1)) ** fade`` (1 = linear, larger
+    fades sooner). ``smoothing`` 0..1 averages each position over a centred
+    window of up to ``2 * TRAIL_SMOOTHING_FRAMES + 1`` frames against jitter.
+    ``color_mode='track'`` colours each trail from the track palette.
+    """
+
+    length: int = 30
+    width: float = 3.0
+    taper: float = 0.8
+    fade: float = 1.0
+    smoothing: float = 0.3
+    color: str = "#FFFFFF"
+    color_mode: str = "single"
+    opacity: float = 0.8
+
+    def __post_init__(self):
+        ranges = TRAIL_RANGES
+        check_range("trail length (frames)", self.length, ranges["length"], integer=True)
+        check_range("trail width", self.width, ranges["width"])
+        check_range("trail taper", self.taper, ranges["taper"])
+        check_range("trail fade", self.fade, ranges["fade"])
+        check_range("trail smoothing", self.smoothing, ranges["smoothing"])
+        parse_color(self.color, "trail color")
+        check_choice("trail color_mode", self.color_mode, COLOR_MODES)
+        check_range("trail opacity", self.opacity, ranges["opacity"])
+
+    @property
+    def smoothing_frames(self) -> int:
+        """Half the averaging window in frames (0: no smoothing)."""
+        return round(self.smoothing * TRAIL_SMOOTHING_FRAMES)

@@ -169,8 +169,12 @@ class _LineLayer:
 
 
 def _line_layer(lines: Polylines) -> _LineLayer:
-    table = build_segment_table(lines.vertices, lines.offsets)
-    radius = lines.width[table.polyline] * 0.5 + 0.5
+    table = build_segment_table(lines.vertices, lines.offsets, vertex_width=lines.vertex_width,
+                                vertex_alpha=lines.vertex_alpha)
+    half_width = lines.width[table.polyline] * 0.5
+    if table.factor0 is not None:  # a tapered segment reaches as far as its wider end
+        half_width = half_width * np.maximum(table.factor0[:, 0], table.factor1[:, 0])
+    radius = half_width + 0.5
     delta = table.p1 - table.p0
     length = np.sqrt((delta * delta).sum(axis=1))
     tangent = delta / np.maximum(length, _EPS)[:, None]
@@ -178,7 +182,7 @@ def _line_layer(lines: Polylines) -> _LineLayer:
     cos_turn = np.clip((tangent[joint - 1] * tangent[joint]).sum(axis=1), -1.0, 1.0)
     half_tan = np.sqrt((1.0 - cos_turn) / np.maximum(1.0 + cos_turn, _EPS))
     room = np.minimum(length[joint - 1], length[joint]) * 0.5
-    sharp = joint[(cos_turn <= 0) | (radius[joint] * half_tan > room)]
+    sharp = joint[(cos_turn <= 0) | (np.maximum(radius[joint - 1], radius[joint]) * half_tan > room)]
     has_start, has_end = table.has_start.copy(), table.has_end.copy()
     has_start[sharp] = False
     has_end[sharp - 1] = False
@@ -219,7 +223,12 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
     across = qx * ty - (qy * tangent[:, 0])[span]
     overhang = np.maximum(np.maximum(-along, along - seg_length), 0.0)
     distance = np.sqrt(across * across + overhang * overhang)
-    arc = (table.arc_start[seg])[span] + np.clip(along, 0.0, seg_length)
+    clamped = np.clip(along, 0.0, seg_length)
+    arc = (table.arc_start[seg])[span] + clamped
+    factor = None
+    if table.factor0 is not None:  # width and alpha factors, linear between the segment's ends
+        start = table.factor0[seg][span]
+        factor = start + (table.factor1[seg][span] - start) * (clamped / np.maximum(seg_length, _EPS))[:, None]
     polyline = table.polyline[seg]
     overlapping = layer.overlapping[polyline][span]
     if np.any(overlapping):
@@ -228,7 +237,10 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
         keep = np.ones(len(span), bool)
         keep[chosen] = _nearest_only(key, distance[chosen], seg[span[chosen]])
         span, pixels, distance, arc = span[keep], pixels[keep], distance[keep], arc[keep]
+        factor = None if factor is None else factor[keep]
     half_width = (lines.width[polyline] * 0.5)[span]
+    if factor is not None:
+        half_width = half_width * factor[:, 0]
     outside = distance - half_width
     dash = lines.dash[polyline]
     if np.any(dash[:, 1] > 0):
@@ -244,6 +256,8 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
         mix = arc / np.maximum(table.arc_total[pair_polyline], _EPS)
         rgba = rgba + (_planar(lines.color_end, pair_polyline) - rgba) * mix
     alpha = rgba[3] * coverage
+    if factor is not None:
+        alpha = alpha * factor[:, 1]
     return _Pairs(pixels, rgba[:3] * alpha, alpha)
 
 

@@ -34,6 +34,7 @@ from .segments import build_segment_table
 TILE = 16
 _SCENE_FIELDS = (
     "prim_kind", "prim_ref", "prim_frame", "seg_p0", "seg_p1", "seg_polyline", "seg_arc0",
+    "seg_factor0", "seg_factor1",
     "line_width", "line_color0", "line_color1", "line_dash", "line_dash_round", "line_arc_total",
     "box_center", "box_half", "box_radius", "box_stroke", "box_stroke_color", "box_fill_color", "box_bracket",
 )
@@ -89,6 +90,8 @@ class HostLayers:
 
     ``runs`` is int64 [R, 4]: (frame, kind 0 = polylines / 1 = boxes, first item, item count),
     in drawing order frame by frame; ``lines``/``boxes`` map scene field names to arrays.
+    ``vertex_factors`` is float32 [V, 2], each vertex's (width, alpha) factors, or None
+    when no polyline has any.
     """
 
     vertices: np.ndarray
@@ -97,6 +100,7 @@ class HostLayers:
     boxes: dict
     runs: np.ndarray
     frames: int
+    vertex_factors: np.ndarray | None = None
 
     @classmethod
     def gather(cls, display_lists: list) -> "HostLayers":
@@ -105,9 +109,11 @@ class HostLayers:
         lines = {name: [] for _, name, _ in _LINE_FIELDS}
         boxes = {name: [] for _, name, _ in _BOX_FIELDS}
         line_total = box_total = 0
+        line_layers = []
         for frame, display_list in enumerate(display_lists):
             for layer in display_list.layers:
                 if isinstance(layer, Polylines):
+                    line_layers.append(layer)
                     vertices.append(layer.vertices)
                     vertex_counts.append(np.diff(layer.offsets))
                     fields, table, first = _LINE_FIELDS, lines, line_total
@@ -127,10 +133,22 @@ class HostLayers:
         np.cumsum(counts, out=offsets[1:])
         tails = {"line_color0": (4,), "line_color1": (4,), "line_dash": (2,), "box_center": (2,), "box_half": (2,),
                  "box_stroke_color": (4,), "box_fill_color": (4,)}
+        factors = None
+        if any(layer.vertex_width is not None or layer.vertex_alpha is not None for layer in line_layers):
+            factors = joined([_vertex_factors(layer) for layer in line_layers], np.float32, (2,))
         return cls(joined(vertices, np.float32, (2,)), offsets,
                    {name: joined(lines[name], dtype, tails.get(name, ())) for _, name, dtype in _LINE_FIELDS},
                    {name: joined(boxes[name], dtype, tails.get(name, ())) for _, name, dtype in _BOX_FIELDS},
-                   np.array(runs, np.int64).reshape(-1, 4), len(display_lists))
+                   np.array(runs, np.int64).reshape(-1, 4), len(display_lists), factors)
+
+
+def _vertex_factors(lines: Polylines) -> np.ndarray:
+    """float32 [V, 2]: each vertex's (width, alpha) factors, 1 where the layer gives none."""
+    factors = np.ones((len(lines.vertices), 2), np.float32)
+    for column, given in enumerate((lines.vertex_width, lines.vertex_alpha)):
+        if given is not None:
+            factors[:, column] = given
+    return factors
 
 
 @dataclass
@@ -157,11 +175,18 @@ class DeviceScene:
 
         frame, kind, first, count = layers.runs.T
         line_bounds = np.stack([first, first + count], axis=1)[kind == 0].ravel()
+        factors = {} if layers.vertex_factors is None else {"vertex_factors": layers.vertex_factors}
         device = _upload({"vertices": layers.vertices, "offsets": layers.offsets, "line_bounds": line_bounds,
-                          **layers.lines, **layers.boxes})
-        table = build_segment_table(device.pop("vertices"), device.pop("offsets"), xp=cupy)
+                          **layers.lines, **layers.boxes, **factors})
+        factors = device.pop("vertex_factors", None)
+        table = build_segment_table(device.pop("vertices"), device.pop("offsets"), xp=cupy,
+                                    **({} if factors is None else {"vertex_width": factors[:, 0],
+                                                                   "vertex_alpha": factors[:, 1]}))
+        ones = cupy.ones((table.count, 2), cupy.float32) if table.factor0 is None else None
         arrays = {"seg_p0": table.p0, "seg_p1": table.p1, "seg_polyline": table.polyline,
-                  "seg_arc0": table.arc_start, "line_arc_total": table.arc_total, **device}
+                  "seg_arc0": table.arc_start, "line_arc_total": table.arc_total,
+                  "seg_factor0": table.factor0 if ones is None else ones,
+                  "seg_factor1": table.factor1 if ones is None else ones, **device}
         # A polyline run's segments: those of its polylines (zero-length ones were dropped).
         segments = cupy.searchsorted(table.polyline, arrays.pop("line_bounds")).get()
         ref_first, size = first.copy(), count.copy()

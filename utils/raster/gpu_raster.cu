@@ -26,6 +26,8 @@ struct Scene {
     const float2* seg_p1;
     const int* seg_polyline;
     const float* seg_arc0;
+    const float2* seg_factor0;  // (width, alpha) factors at p0 and p1, interpolated along the segment
+    const float2* seg_factor1;
     // Polylines.
     const float* line_width;
     const float4* line_color0;
@@ -59,13 +61,18 @@ __device__ __forceinline__ float segment_distance(float px, float py, float2 a, 
     return sqrtf(across * across + overhang * overhang);
 }
 
+// Half the width of a segment at its wider end (a tapered segment reaches no farther).
+__device__ __forceinline__ float segment_half_width(const Scene& s, int ref) {
+    return 0.5f * s.line_width[s.seg_polyline[ref]] * fmaxf(s.seg_factor0[ref].x, s.seg_factor1[ref].x);
+}
+
 // Conservative test: can any pixel of the tile be covered by the primitive?
 __device__ bool touches_tile(const Scene& s, int p, float tx0, float ty0) {
     float cx = tx0 + 0.5f * TILE, cy = ty0 + 0.5f * TILE;
     int ref = s.prim_ref[p];
     if (s.prim_kind[p] == 0) {
         float along;
-        float reach = 0.5f * s.line_width[s.seg_polyline[ref]] + 0.5f + 0.70711f * TILE;
+        float reach = segment_half_width(s, ref) + 0.5f + 0.70711f * TILE;
         return segment_distance(cx, cy, s.seg_p0[ref], s.seg_p1[ref], &along) <= reach;
     }
     float2 c = s.box_center[ref], h = s.box_half[ref];
@@ -79,7 +86,7 @@ __device__ bool touches_tile(const Scene& s, int p, float tx0, float ty0) {
 __device__ void prim_bounds(const Scene& s, int p, float* x0, float* y0, float* x1, float* y1) {
     int ref = s.prim_ref[p];
     if (s.prim_kind[p] == 0) {
-        float r = 0.5f * s.line_width[s.seg_polyline[ref]] + 0.5f;
+        float r = segment_half_width(s, ref) + 0.5f;
         float2 a = s.seg_p0[ref], b = s.seg_p1[ref];
         *x0 = fminf(a.x, b.x) - r; *x1 = fmaxf(a.x, b.x) + r;
         *y0 = fminf(a.y, b.y) - r; *y1 = fmaxf(a.y, b.y) + r;
@@ -166,10 +173,20 @@ __device__ __forceinline__ void over(float4& acc, float r, float g, float b, flo
     acc.x = r + keep * acc.x; acc.y = g + keep * acc.y; acc.z = b + keep * acc.z; acc.w = a + keep * acc.w;
 }
 
-// Composite the pending polyline (nearest distance `dist`, arc length `arc`) into acc.
-__device__ void flush_polyline(const Scene& s, int line, float dist, float arc, float4& acc) {
+// Composite the pending polyline (nearest distance `dist`, arc length `arc`, nearest segment `seg`
+// at `along` pixels from its start) into acc.
+__device__ void flush_polyline(const Scene& s, int line, float dist, float arc, int seg, float along, float4& acc) {
     if (line < 0) return;
-    float half = 0.5f * s.line_width[line];
+    float2 f0 = s.seg_factor0[seg], f1 = s.seg_factor1[seg];
+    float width_factor = f0.x, alpha_factor = f0.y;  // equal ends: the interpolation gives exactly f0
+    if (f0.x != f1.x || f0.y != f1.y) {
+        float2 p0 = s.seg_p0[seg], p1 = s.seg_p1[seg];
+        float dx = p1.x - p0.x, dy = p1.y - p0.y;
+        float u = along / fmaxf(sqrtf(dx * dx + dy * dy), EPS);
+        width_factor = f0.x + (f1.x - f0.x) * u;
+        alpha_factor = f0.y + (f1.y - f0.y) * u;
+    }
+    float half = 0.5f * s.line_width[line] * width_factor;
     float outside = dist - half;
     float2 dash = s.line_dash[line];
     if (dash.y > 0.0f) {
@@ -181,7 +198,7 @@ __device__ void flush_polyline(const Scene& s, int line, float dist, float arc, 
     float4 c0 = s.line_color0[line], c1 = s.line_color1[line];
     float mix = arc / fmaxf(s.line_arc_total[line], EPS);
     float r = c0.x + (c1.x - c0.x) * mix, g = c0.y + (c1.y - c0.y) * mix;
-    float b = c0.z + (c1.z - c0.z) * mix, a = (c0.w + (c1.w - c0.w) * mix) * coverage;
+    float b = c0.z + (c1.z - c0.z) * mix, a = (c0.w + (c1.w - c0.w) * mix) * coverage * alpha_factor;
     over(acc, r * a, g * a, b * a, a);
 }
 
@@ -210,8 +227,8 @@ template <typename Key>
 __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, int prim_begin, int first, int count,
                               float px, float py, int* shared_prims) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    int line = -1;
-    float dist = 0.0f, arc = 0.0f;
+    int line = -1, seg = 0;
+    float dist = 0.0f, arc = 0.0f, seg_along = 0.0f;
     int lane = threadIdx.y * TILE + threadIdx.x;
     for (int base = 0; base < count; base += TILE * TILE) {
         __syncthreads();
@@ -226,22 +243,24 @@ __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, in
                 float along;
                 float d = segment_distance(px, py, s.seg_p0[ref], s.seg_p1[ref], &along);
                 if (owner != line) {
-                    flush_polyline(s, line, dist, arc, acc);
+                    flush_polyline(s, line, dist, arc, seg, seg_along, acc);
                     line = owner;
                     dist = 3.0e38f;
                 }
                 if (d < dist) {
                     dist = d;
                     arc = s.seg_arc0[ref] + along;
+                    seg = ref;
+                    seg_along = along;
                 }
             } else {
-                flush_polyline(s, line, dist, arc, acc);
+                flush_polyline(s, line, dist, arc, seg, seg_along, acc);
                 line = -1;
                 composite_box(s, ref, px, py, acc);
             }
         }
     }
-    flush_polyline(s, line, dist, arc, acc);
+    flush_polyline(s, line, dist, arc, seg, seg_along, acc);
     return acc;
 }
 

@@ -1,7 +1,8 @@
 """Polylines flattened into a segment table, shared by both rasterisers.
 
-Each segment carries its polyline, its arc-length offset, and the bisector
-planes at its interior joints. The bisectors partition a polyline's
+Each segment carries its polyline, its arc-length offset, the bisector
+planes at its interior joints and, for tapered or fading lines, the width
+and alpha factors of its two ends. The bisectors partition a polyline's
 neighbourhood among its segments, so each pixel is evaluated once per
 polyline against the segment nearest to it (exact while the line is narrower
 than the curve's radius of curvature).
@@ -34,6 +35,8 @@ class SegmentTable:
     has_start: object     # bool [S]
     has_end: object       # bool [S]
     arc_total: object     # float32 [P] length of each polyline
+    factor0: object = None  # float32 [S, 2] (width, alpha) factors at p0, or None (all 1)
+    factor1: object = None  # float32 [S, 2] likewise at p1
 
     @property
     def count(self) -> int:
@@ -45,12 +48,15 @@ def _unit(vectors, xp):
     return vectors / xp.maximum(length, _EPS), length[:, 0]
 
 
-def build_segment_table(vertices, offsets, xp=np) -> SegmentTable:
-    """Flatten polylines (``vertices`` [V, 2], ``offsets`` [P + 1] as in
+def build_segment_table(vertices, offsets, xp=np, vertex_width=None, vertex_alpha=None) -> SegmentTable:
+    """Flatten polylines (``vertices`` [V, 2], ``offsets`` [P + 1] and the optional
+    per-vertex factors ``vertex_width``/``vertex_alpha`` [V], as in
     :class:`~..draw.display_list.Polylines`) into segments, dropping zero-length ones.
 
     A polyline whose vertices all coincide keeps one zero-length segment
-    (drawn as a round dot of the line's width). Runs on NumPy or CuPy (``xp``).
+    (drawn as a round dot of the line's width). Each segment keeps the factors
+    of its two vertices (none when neither factor is given). Runs on NumPy or
+    CuPy (``xp``).
     """
     vertices = xp.asarray(vertices, dtype=xp.float32)
     offsets = xp.asarray(offsets, dtype=xp.int64)
@@ -71,6 +77,13 @@ def build_segment_table(vertices, offsets, xp=np) -> SegmentTable:
     keep = long_enough | ((index == seg_offsets[polyline]) & ~polyline_has_length[polyline])
     kept = xp.nonzero(keep)[0]
     p0, p1, tangent, length, polyline = p0[kept], p1[kept], tangent[kept], length[kept], polyline[kept]
+    factor0 = factor1 = None
+    if vertex_width is not None or vertex_alpha is not None:
+        factors = xp.ones((vertices.shape[0], 2), dtype=xp.float32)
+        for column, given in enumerate((vertex_width, vertex_alpha)):
+            if given is not None:
+                factors[:, column] = xp.asarray(given, dtype=xp.float32)
+        factor0, factor1 = factors[starts[kept]], factors[starts[kept] + 1]
 
     count = p0.shape[0]
     same_as_prev = xp.zeros(count, dtype=bool)
@@ -102,4 +115,4 @@ def build_segment_table(vertices, offsets, xp=np) -> SegmentTable:
         lasts = xp.concatenate([firsts[1:] - 1, xp.full(1, count - 1, dtype=xp.int64)])
         arc_total[polyline[lasts]] = (arc_start + length)[lasts]
     return SegmentTable(p0.astype(xp.float32), p1.astype(xp.float32), polyline.astype(xp.int32),
-                        arc_start, start_normal, end_normal, has_start, has_end, arc_total)
+                        arc_start, start_normal, end_normal, has_start, has_end, arc_total, factor0, factor1)

@@ -14,7 +14,8 @@ a second of it.
 Frame ranges (``start_frame``/``end_frame``) render part of a shot so parts
 made on several machines join without a seam, equal to the whole render bit
 for bit: with points that do not depend on the pixels (track files, the
-demo) the graph's hysteresis is replayed from frame 0 (no decoding); with
+demo) the graph's hysteresis is replayed from frame 0 and the trails' history
+over the frames they need (no decoding); with
 detection the detector and the graph run on every frame before the range
 (decoded, not drawn). A bounded detection warm-up is faster and close, not
 equal (see :class:`DetectedPoints`).
@@ -41,8 +42,8 @@ import numpy as np
 
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
-from ..draw.overlays import box_overlay, link_polylines
-from ..draw.styles import BoxStyle, LineStyle
+from ..draw.overlays import box_overlay, link_polylines, trail_geometry, trail_polylines
+from ..draw.styles import BoxStyle, LineStyle, TrailStyle
 from ..graph.neighbours import GraphParams, build_edges, edge_lengths
 from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
@@ -210,27 +211,71 @@ class DemoPoints(PointSource):
 
 @dataclass(frozen=True)
 class OverlaySpec:
-    """What to draw: the neighbour graph's links (``lines``) and boxes; None skips a part."""
+    """What to draw: the neighbour graph's links (``lines``), boxes and motion trails; None skips a part."""
 
     graph: GraphParams = field(default_factory=GraphParams)
     lines: LineStyle | None = field(default_factory=LineStyle)
     boxes: BoxStyle | None = field(default_factory=BoxStyle)
+    trails: TrailStyle | None = None
+
+
+class TrailHistory:
+    """The last ``frames`` frames' points of every track column, in a ring of constant size.
+
+    Columns seen for the first time are hidden in the frames before, as are
+    frames before the first one pushed, so :meth:`window` holds what the batch
+    trail builder sees of those frames.
+    """
+
+    def __init__(self, frames: int):
+        self.frames = frames
+        self.path = np.full((frames, 0, 2), np.nan, np.float32)
+        self.visible = np.zeros((frames, 0), bool)
+        self.opacity = np.ones((frames, 0), np.float32)
+        self.pushed = 0
+
+    def push(self, points: FramePoints) -> None:
+        """Add the newest frame's points (the oldest frame drops out)."""
+        count = len(points.visible)
+        extra = count - self.visible.shape[1]
+        if extra > 0:
+            self.path = np.concatenate([self.path, np.full((self.frames, extra, 2), np.nan, np.float32)], axis=1)
+            self.visible = np.concatenate([self.visible, np.zeros((self.frames, extra), bool)], axis=1)
+            self.opacity = np.concatenate([self.opacity, np.ones((self.frames, extra), np.float32)], axis=1)
+        slot = self.pushed % self.frames
+        self.path[slot] = np.nan
+        self.path[slot, :count] = points.positions
+        self.visible[slot] = False
+        self.visible[slot, :count] = points.visible
+        self.opacity[slot] = 1.0
+        if points.opacity is not None:
+            self.opacity[slot, :count] = points.opacity
+        self.pushed += 1
+
+    def window(self) -> tuple:
+        """(path [frames, N, 2], visibility [frames, N], opacity [frames, N]), oldest frame first."""
+        order = (np.arange(self.frames) + self.pushed) % self.frames
+        return self.path[order], self.visible[order], self.opacity[order]
 
 
 class OverlayBuilder:
-    """Turns each frame's points into a display list (links under boxes).
+    """Turns each frame's points into a display list (trails under links under boxes).
 
     The graph is built per frame with the previous frame's edges (pairs of
-    track columns) as ``previous``, so hysteresis works across the stream.
-    Call it once per frame, in order (or :meth:`advance` for frames that are
-    not drawn). With a :class:`Budget`, a frame whose graph or drawing would
-    need more memory than is available raises ``MemoryBudgetError`` first.
+    track columns) as ``previous``, so hysteresis works across the stream;
+    trails come from a :class:`TrailHistory` of the frames they need, and
+    equal the batch builder's (``trail_overlay``). Call it once per frame, in
+    order (or :meth:`advance` for frames that are not drawn). With a
+    :class:`Budget`, a frame whose graph or drawing would need more memory
+    than is available raises ``MemoryBudgetError`` first.
     """
 
     def __init__(self, spec: OverlaySpec, budget: Budget | None = None):
         self.spec = spec
         self.budget = budget
         self.edges = None
+        trails = spec.trails
+        self.history = None if trails is None else TrailHistory(trails.length + trails.smoothing_frames)
 
     def _graph(self, points: FramePoints, where: str):
         positions = np.asarray(points.positions, np.float32)
@@ -243,9 +288,17 @@ class OverlayBuilder:
         return positions, valid
 
     def advance(self, points: FramePoints) -> None:
-        """Update the graph's memory with a frame that is not drawn (before a frame range)."""
+        """Update the graph's and the trails' memory with a frame that is not drawn (before a frame range)."""
         if self.spec.lines is not None and self.spec.graph.hysteresis > 0:
             self._graph(points, "a frame before the range")
+        if self.history is not None:
+            self.history.push(points)
+
+    def replay_start(self, start: int) -> int:
+        """The first frame to :meth:`advance` through before drawing from frame ``start``."""
+        if self.spec.lines is not None and self.spec.graph.hysteresis > 0:
+            return 0
+        return start if self.history is None else max(0, start - self.history.frames)
 
     def _check_budget(self, points: FramePoints, positions, valid, where: str) -> None:
         lines, boxes = self.spec.lines, self.spec.boxes
@@ -282,6 +335,11 @@ class OverlayBuilder:
         self._check_budget(points, positions, valid, where)
         opacity = None if points.opacity is None else np.asarray(points.opacity, np.float32)
         result = DisplayList()
+        if self.history is not None:
+            self.history.push(points)
+            path, visible, fades = self.history.window()
+            _, trails = trail_geometry(path, visible, self.spec.trails, fades, frames=[self.history.frames - 1])
+            result += DisplayList((trail_polylines(trails, slice(0, len(trails["width"]))),))
         if self.spec.lines is not None:
             ids = np.arange(len(valid))
             result += DisplayList((link_polylines(np.nan_to_num(positions), ids, self.edges, self.spec.lines,
@@ -367,7 +425,7 @@ class FrameSource:
             count = self.clip.frame_count - start
             self.frames = _canvas(self.clip, count) if self.canvas else (
                 self.clip.frame(index) for index in range(start, self.clip.frame_count))
-        frames = itertools.islice(self.frames, start, None) if start else self.frames
+        frames = itertools.islice(self.frames, start, None) if start and self.clip is None else self.frames
         return (DecodedFrame(image, index, Fraction(index) / self.fps) for index, image in enumerate(frames, start))
 
     def report(self, start: int, drawn: int, to_the_end: bool) -> None:
@@ -485,9 +543,8 @@ def _warm_up(pairs: Iterator[tuple[DecodedFrame, FramePoints]], points: PointSou
                 break
             builder.advance(pair[1])
         return pairs if first is None else itertools.chain([first], pairs)
-    if builder.spec.lines is not None and builder.spec.graph.hysteresis > 0:
-        for index in range(range_.start):
-            builder.advance(points(index, None))
+    for index in range(builder.replay_start(range_.start), range_.start):
+        builder.advance(points(index, None))
     return pairs
 
 
