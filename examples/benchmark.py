@@ -20,6 +20,8 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          defaults: 100 points, redetect every 5 frames); --size picks one size
   video  the video path users run: the CLI's render (track file, 100 points) on a textured clip against
          plain PyAV transcodes of the same clip at the same x264 settings, 1080p and 4K (frames per second)
+  labels 1000 text labels at 4K ('#{id:03d}', DejaVu Sans at 37 px = the CLI's default
+         1.7 % of the frame height, on plates, kept on screen): building them, then drawing them
 
 Examples:
   python examples/benchmark.py --scene chain-4k-100 --backend gpu
@@ -27,6 +29,7 @@ Examples:
   python examples/benchmark.py --scene s10k --backend gpu --json s10k.json
   python examples/benchmark.py --scene video --backend gpu --video-frames 120 --preset veryfast
   python examples/benchmark.py --scene detect --repeat 30
+  python examples/benchmark.py --scene labels --backend gpu
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ import time
 
 import numpy as np
 from trackoverlay.utils.draw.display_list import DisplayList, merge_sequences
+from trackoverlay.utils.draw.labels import label_overlay
 from trackoverlay.utils.draw.overlays import box_overlay, box_primitives, link_overlay, link_polylines
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges, knn_cpu
 from trackoverlay.utils.raster.backend import make_renderer, select_backend
 from trackoverlay.utils.raster.batch import render_batch
@@ -55,6 +59,8 @@ CHAINS = {"chain-4k-100": (100, "3840x2160", 16), "chain-4k-1000": (1000, "3840x
 PARAMS = GraphParams(k=5)
 LINE = LineStyle(width=2.0, curve="quadratic", bend=0.3)
 BOX = BoxStyle(size=40.0, stroke_width=2.0, fill_opacity=0.2, roundness=0.3)
+LABELS = (1000, "3840x2160")
+LABEL = LabelStyle(text="format", format="#{id:03d}", size=37.0, box_size=40.0)
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -232,6 +238,43 @@ def bench_gpu(points, frame, repeat: int) -> dict:
         stages["torch.clone() of the frame"] = median(timed(torch.from_numpy(frame).clone, repeat))
     except ImportError:
         pass
+    return stages
+
+
+def bench_labels(points, frame, repeat: int, backend: str) -> dict:
+    """Labels at every point: the display list (strings, layout, placement), then raster + composite."""
+    height, width = frame.shape[:2]
+    path, visible = points[None], np.ones((1, len(points)), bool)
+
+    def build():
+        return label_overlay(path, visible, LABEL, bounds=(width, height))[0]
+
+    display_list = build()
+    glyphs = display_list.layers[-1]
+    stages = {"glyph quads (count)": glyphs.count, "plates (count)": display_list.layers[0].count,
+              "display list (strings, layout, placement)": median(timed(build, repeat))}
+    if backend != "gpu":
+        renderer = CpuRenderer()
+        text_only = DisplayList(display_list.layers[1:])
+        stages["raster + composite (cpu)"] = median(timed(lambda: renderer.render(frame, display_list), repeat))
+        stages["raster + composite, text without plates (cpu)"] = median(
+            timed(lambda: renderer.render(frame, text_only), repeat))
+        return stages
+    import cupy
+    from trackoverlay.utils.raster.gpu import GpuRenderer
+
+    sync = cupy.cuda.Device().synchronize
+    renderer = GpuRenderer()
+    scene = renderer.upload(display_list)
+    device_frame = cupy.asarray(frame)
+    out = cupy.empty_like(device_frame)
+    resident = lambda: renderer.render_device(device_frame, scene, out)  # noqa: E731
+    stages.update({
+        "upload scene (atlas cached)": median(timed(lambda: renderer.upload(display_list), repeat, sync)),
+        "raster + composite resident (wall)": median(timed(resident, repeat, sync)),
+        "raster + composite resident (events around it)": gpu_span(resident, repeat),
+        "total host frame in/out": median(timed(lambda: renderer.render(frame, display_list), repeat)),
+    })
     return stages
 
 
@@ -418,7 +461,8 @@ def print_rates(title: str, rates: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
-    parser.add_argument("--scene", choices=tuple(CHAINS) + tuple(SCENES) + ("knn", "video", "detect"), default="chain-4k-100")
+    parser.add_argument("--scene", choices=tuple(CHAINS) + tuple(SCENES) + ("knn", "video", "detect", "labels"),
+                        default="chain-4k-100")
     parser.add_argument("--size", type=parse_size, help="frame size WxH of a kernel scene (default: the scene's)")
     parser.add_argument("--frame-dtype", choices=("uint8", "float32"), default="uint8",
                         help="frame dtype of a kernel scene (node chains use float32 batches)")
@@ -444,6 +488,11 @@ def main(argv=None) -> int:
         sizes = [args.size] if args.size else [parse_size(text) for text in DETECT_SIZES]
         stages = bench_detect(args.repeat, sizes)
         backend, size = "cpu", ", ".join(f"{w}x{h}" for w, h in sizes)
+    elif args.scene == "labels":
+        width, height = args.size or parse_size(LABELS[1])
+        points, frame = scene_inputs(LABELS[0], width, height, args.frame_dtype)
+        stages = bench_labels(points, frame, args.repeat, backend)
+        size = f"{width}x{height}"
     elif args.scene in CHAINS:
         stages = bench_chain(args.scene, backend, args.repeat)
         size = CHAINS[args.scene][1]

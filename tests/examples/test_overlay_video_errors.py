@@ -62,6 +62,16 @@ ERRORS = [
     pytest.param(["--line-color", "red"], r"line color 'red' is not a colour", id="line-colour-name"),
     pytest.param(["--roundness", "2"], r"box roundness must be a number in \[0, 1\], got 2", id="roundness-2"),
     pytest.param(["--curve", "wiggly"], r"argument --curve: invalid choice: 'wiggly'", id="curve-unknown"),
+    pytest.param(["--label-format", "{{nope}}"], r"label format '\{nope\}' uses \{nope\}; the fields are id",
+                 id="label-format-field"),
+    pytest.param(["--labels", "id", "--label-font", "nowhere.ttf"], r"label font 'nowhere\.ttf' does not exist",
+                 id="label-font-missing"),
+    pytest.param(["--labels", "id", "--label-font", "{text}"], r"notes\.mp4' is not a font FreeType can read",
+                 id="label-font-not-a-font"),
+    pytest.param(["{clip}", "--labels", "track_text"], r"--labels track_text needs a track file whose tracks "
+                 "carry text", id="label-track-text-without-text"),
+    pytest.param(["--labels", "id", "--label-size", "0.01", "--units", "pixels"],
+                 r"label size must be a number in \[1, 512\], got 0\.01", id="label-size"),
 ]
 
 
