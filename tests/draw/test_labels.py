@@ -8,7 +8,11 @@ import pytest
 from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Glyphs
 from trackoverlay.utils.draw.glyphs import DEFAULT_FONT, FontAtlas, font_atlas
 from trackoverlay.utils.draw.labels import label_overlay, label_strings
-from trackoverlay.utils.draw.styles import LABEL_PLACEMENTS, LabelStyle, check_label_format
+from trackoverlay.utils.draw.styles import (
+    LABEL_PLACEMENTS,
+    LabelStyle,
+    check_label_format,
+)
 from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.raster.layer import layer_to_rgba
 

@@ -234,14 +234,14 @@ def test_track_text_round_trips_and_older_files_have_none():
     assert normalize_tracks(comfy).text == tracks.text
 
 
-@pytest.mark.parametrize("text, words", [
-    ("car", ["track_text", "must be a list of 2 strings"]),
-    (["a"], ["has 1 entries but there are 2 tracks"]),
-    (["a", 3], ["[1] must be a string", "got int"]),
-    (["a", "x" * 1001], ["[1] must be a string of at most 1,000 characters", "got 1,001 characters"]),
+@pytest.mark.parametrize("text, error, words", [
+    ("car", TypeError, ["track_text", "must be a list of 2 strings"]),
+    (["a"], ValueError, ["has 1 entries but there are 2 tracks"]),
+    (["a", 3], ValueError, ["[1] must be a string", "got int"]),
+    (["a", "x" * 1001], ValueError, ["[1] must be a string of at most 1,000 characters", "got 1,001 characters"]),
 ])
-def test_bad_track_text_is_refused(text, words):
-    with pytest.raises(ValueError) as caught:
+def test_bad_track_text_is_refused(text, error, words):
+    with pytest.raises(error) as caught:
         tracks_from_json(_document(text=text), source="clip.json")
     for word in ["clip.json", *words]:
         assert word in str(caught.value)

@@ -5,8 +5,8 @@ import weakref
 import numpy as np
 import pytest
 from trackoverlay.utils.draw.display_list import Glyphs, merge_sequences
-from trackoverlay.utils.draw.overlays import box_overlay, link_overlay
 from trackoverlay.utils.draw.labels import label_overlay
+from trackoverlay.utils.draw.overlays import box_overlay, link_overlay
 from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle
 from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.batch import render_batch

@@ -55,7 +55,7 @@ def font_path(font) -> Path:
     if font is None or (isinstance(font, str) and not font.strip()):
         return DEFAULT_FONT
     if not isinstance(font, (str, os.PathLike)):
-        raise ValueError(f"label font must be a file path, got {type(font).__name__}")
+        raise TypeError(f"label font must be a file path, got {type(font).__name__}")
     path = Path(os.path.expanduser(os.fspath(font).strip()))
     if not path.is_file():
         raise ValueError(f"label font {os.fspath(font)!r} does not exist or is not a file; give the path of a "
@@ -113,9 +113,9 @@ class FontAtlas:
         self._face = _open_face(path)
         self._face.set_pixel_sizes(0, pixel_size)
         metrics = self._face.size
-        self.ascender = int(round(metrics.ascender / 64))
-        self.descender = int(round(-metrics.descender / 64))
-        self.line_height = max(int(round(metrics.height / 64)), self.ascender + self.descender)
+        self.ascender = round(metrics.ascender / 64)
+        self.descender = round(-metrics.descender / 64)
+        self.line_height = max(round(metrics.height / 64), self.ascender + self.descender)
         self._load_flags = freetype.FT_LOAD_RENDER | freetype.FT_LOAD_TARGET_NORMAL | freetype.FT_LOAD_NO_BITMAP
         self._kerning = bool(self._face.has_kerning)
         self._lock = threading.Lock()
@@ -203,11 +203,11 @@ class FontAtlas:
                     pen += self._face.get_kerning(previous, index).x
                 left, top, width, height, x, y, advance = self._glyph(index)
                 if width:
-                    quads.append((int(round(pen / 64)) + left - _RING, baseline - top - _RING, width + 2 * _RING,
+                    quads.append((round(pen / 64) + left - _RING, baseline - top - _RING, width + 2 * _RING,
                                   height + 2 * _RING, x + _CELL_BORDER - _RING, y + _CELL_BORDER - _RING))
                 pen += advance
                 previous = index
-            widest = max(widest, int(round(pen / 64)))
+            widest = max(widest, round(pen / 64))
         table = np.array(quads, np.float32).reshape(-1, 6)
         height = self.ascender + self.descender + (len(lines) - 1) * self.line_height
         return TextRun(table[:, 0:2], table[:, 2:4], table[:, 4:6], (widest, height))

@@ -127,7 +127,7 @@ def check_label_format(template: str) -> None:
     """Raise ``ValueError`` unless ``template`` is a format string over :data:`LABEL_FIELDS` alone."""
     example = "e.g. '{id:03d}' or '{x:.0f},{y:.0f}'"
     if not isinstance(template, str):
-        raise ValueError(f"label format must be text, {example}; got {type(template).__name__}")
+        raise TypeError(f"label format must be text, {example}; got {type(template).__name__}")
     try:
         fields = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template) if name is not None]
     except ValueError as error:

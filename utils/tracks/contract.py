@@ -107,7 +107,7 @@ def _visibility(value, label: str, path_label: str, frames: int, count: int) -> 
 def _texts(value, label: str, count: int) -> tuple:
     """A tuple of ``count`` strings from a list of strings (None for no text)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise ValueError(f"{label} must be a list of {count} strings (one per track), got {type(value).__name__}")
+        raise TypeError(f"{label} must be a list of {count} strings (one per track), got {type(value).__name__}")
     if len(value) != count:
         raise ValueError(f"{label} has {len(value)} entries but there are {count} tracks; give one text per "
                          "track ('' or null for none)")
