@@ -163,3 +163,32 @@ def test_gpu_scene_gathers_each_atlas_once_and_indexes_it():
                                                 [1, 2, 4, 2]])
     np.testing.assert_array_equal(layers.glyphs["glyph_origin"], [[0, 0], [5, 5], [1, 1], [1, 1], [0, 0], [5, 5]])
     assert layers.glyphs["glyph_color"].shape == (6, 4) and layers.glyphs["glyph_atlas"].dtype == np.int32
+
+
+@pytest.mark.gpu
+def test_gpu_batch_of_two_atlases_matches_cpu_and_uploads_each_atlas_once(cpu_renderer, monkeypatch):
+    """Frames whose labels use two fonts sizes (two atlases) in one scene; a second render reuses the uploads."""
+    from scenes import assert_parity, textured_frame
+    from trackoverlay.utils.draw.labels import label_overlay
+    from trackoverlay.utils.draw.styles import LabelStyle
+    from trackoverlay.utils.raster import gpu as gpu_module
+    from trackoverlay.utils.raster.gpu import GpuRenderer
+
+    path = np.float32([[[20, 20], [70, 50]], [[24, 22], [66, 48]]])
+    visible = np.ones((2, 2), bool)
+    small = label_overlay(path, visible, LabelStyle(size=11, text="coordinates"), bounds=(96, 64))
+    large = label_overlay(path, visible, LabelStyle(size=23, placement="below", opacity=0.7), bounds=(96, 64))
+    overlays = [small[0] + large[0], large[1] + small[1]]
+    frames = np.stack([textured_frame(64, 96)] * 2)
+    uploads = []
+    real = gpu_module.device_atlas
+    monkeypatch.setattr(gpu_module, "device_atlas", lambda atlas: uploads.append(atlas.key) or real(atlas))
+    renderer = GpuRenderer(workers=1)
+    try:
+        for _ in range(2):
+            out = renderer.render_frames(frames, overlays, np.empty_like(frames))
+            for index in range(2):
+                assert_parity(out[index], cpu_renderer.render(frames[index], overlays[index]))
+    finally:
+        renderer.close()
+    assert sorted(uploads) == sorted({layer.atlas.key for layer in overlays[0].layers if isinstance(layer, Glyphs)})
