@@ -7,6 +7,7 @@
     python examples/overlay_video.py clip.mp4 --start-frame 0 --end-frame 100 -o part1.mp4
     python examples/overlay_video.py --size 1920x1080 --frames 60   # dark canvas, synthetic tracks
     python examples/overlay_video.py clip.mp4 --trails --trail-length 20 --trail-color-mode track
+    python examples/overlay_video.py clip.mp4 --labels format --label-format "#{id:03d}"   # text labels
 
 Without INPUT it renders the built-in procedural demo (glowing dots that are
 detected and tracked like any video); with --size, --frames or --tracks and no
@@ -36,13 +37,16 @@ from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from trackoverlay.utils.draw.styles import (
     BOX_SHAPES,
     COLOR_MODES,
+    LABEL_PLACEMENTS,
+    LABEL_TEXTS,
     LINE_PATTERNS,
     SIZE_MODES,
     BoxStyle,
+    LabelStyle,
     LineStyle,
     TrailStyle,
 )
-from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths
+from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths, pixels_per_unit
 from trackoverlay.utils.graph.neighbours import MODES, GraphParams
 from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
 from trackoverlay.utils.tracks.demo import DemoClip
@@ -241,6 +245,39 @@ def add_style_options(parser) -> None:
     trails.add_argument("--trail-opacity", type=finite, metavar="F", help=f"0..1 (default: {TRAIL.opacity:g})")
 
 
+def add_label_options(parser) -> None:
+    labels = parser.add_argument_group("labels (text beside every point)")
+    labels.add_argument("--labels", choices=("none",) + LABEL_TEXTS, help="what each label says: the track id, "
+                        "its coordinates, --label-format, or the track file's own text per track (default: none, "
+                        "or format when --label-format is given)")
+    labels.add_argument("--label-format", metavar="FMT", help="Python format string over {id}, {x}, {y}, {w}, "
+                        "{h}, {frame} and {text}, e.g. '#{id:03d}' or '{x:.0f},{y:.0f}'")
+    labels.add_argument("--label-size", type=finite, metavar="SIZE", help="font size (em) "
+                        f"(default: {look('label_size')})")
+    labels.add_argument("--label-font", metavar="FILE", help=".ttf or .otf font file (default: the bundled "
+                        "DejaVu Sans)")
+    labels.add_argument("--label-color", default="#FFFFFF", metavar="HEX", help="(default: %(default)s)")
+    labels.add_argument("--label-color-mode", choices=COLOR_MODES, default="single", help="one colour, or a "
+                        "palette colour per track (default: %(default)s)")
+    labels.add_argument("--label-opacity", type=finite, default=1.0, metavar="F", help="0..1 (default: "
+                        "%(default)s)")
+    labels.add_argument("--label-plate", default="#000000", metavar="HEX", help="colour of the plate behind "
+                        "the text (default: %(default)s)")
+    labels.add_argument("--label-plate-opacity", type=finite, default=0.55, metavar="F", help="0..1, 0 = no "
+                        "plate (default: %(default)s)")
+    labels.add_argument("--label-padding", type=finite, metavar="SIZE", help="room around the text inside the "
+                        f"plate (default: {look('label_padding')})")
+    labels.add_argument("--label-outline", type=finite, metavar="SIZE", help="plate outline width; 0 = none "
+                        "(default: 0)")
+    labels.add_argument("--label-outline-color", default="#FFFFFF", metavar="HEX", help="(default: %(default)s)")
+    labels.add_argument("--label-placement", choices=LABEL_PLACEMENTS, default="top_left", help="where around "
+                        "the box the label sits; labels never leave the frame (default: %(default)s)")
+    labels.add_argument("--label-margin", type=finite, metavar="SIZE", help="gap between the box and the label "
+                        f"(default: {look('label_margin')})")
+    labels.add_argument("--label-offset", type=finite, nargs=2, default=(0.0, 0.0), metavar=("DX", "DY"),
+                        help="extra shift right and down, in the --units of SIZE (default: 0 0)")
+
+
 def _say(line: str) -> None:
     """One line to stderr; a closed or full stderr is ignored (never a traceback)."""
     try:
@@ -296,7 +333,7 @@ class ProgressBar:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description="Draw tracking-overlay boxes and neighbour links on a video, "
                            "streaming frame by frame. Without INPUT: the built-in demo.")
-    for add in (add_io_options, add_detect_options, add_graph_options, add_style_options):
+    for add in (add_io_options, add_detect_options, add_graph_options, add_style_options, add_label_options):
         add(parser)
     return parser
 
@@ -324,7 +361,8 @@ def overlay_spec(args, height: int) -> OverlaySpec:
         color_mode=args.color_mode, opacity=args.box_opacity, fill_opacity=args.fill_opacity,
         fill_color=args.fill_color, roundness=args.roundness, shape=args.box_shape,
         bracket_length=args.bracket_length)
-    return OverlaySpec(graph, lines, boxes, trail_style(args, size["trail_width"]))
+    return OverlaySpec(graph, lines, boxes, trails=trail_style(args, size["trail_width"]),
+                       labels=label_style(args, height, boxes))
 
 
 TRAIL_OPTIONS = ("length", "taper", "fade", "smoothing", "color", "color_mode", "opacity")
@@ -342,6 +380,26 @@ def trail_style(args, width: float) -> TrailStyle | None:
     values = {name: given[name] for name in TRAIL_OPTIONS if name in given}
     values.setdefault("color_mode", args.color_mode)
     return TrailStyle(width=width, **values)
+
+
+def label_style(args, height: int, boxes: BoxStyle | None) -> LabelStyle | None:
+    """The labels' style from the options (None: no labels), placed around the boxes drawn (or the points)."""
+    text = args.labels or ("format" if args.label_format is not None else "none")
+    if text == "none":
+        return None
+    units = UNITS[0] if args.units == "pixels" else UNITS[1]
+    size = look_lengths(height, units, **{name: getattr(args, name) for name in ("label_size", "label_padding",
+                                                                               "label_margin", "label_outline")})
+    scale = pixels_per_unit(units, height)
+    return LabelStyle(
+        text=text, format="{id}" if args.label_format is None else args.label_format, size=size["label_size"],
+        font=args.label_font or "", color=args.label_color, color_mode=args.label_color_mode,
+        opacity=args.label_opacity, plate_color=args.label_plate, plate_opacity=args.label_plate_opacity,
+        plate_padding=size["label_padding"], plate_stroke=size["label_outline"],
+        plate_stroke_color=args.label_outline_color, placement=args.label_placement, margin=size["label_margin"],
+        offset_x=args.label_offset[0] * scale, offset_y=args.label_offset[1] * scale,
+        box_size=0.0 if boxes is None else boxes.size + boxes.stroke_width,
+        box_size_mode="fixed" if boxes is None else boxes.size_mode)
 
 
 def input_mode(args, tracks) -> str:
@@ -413,6 +471,9 @@ def expected_frames(args, source: FrameSource) -> int | None:
 def run(args) -> tuple[int, str]:
     """Render as the options say; returns the number of frames written and the output."""
     tracks = None if args.tracks is None else load_tracks_json(args.tracks)
+    if args.labels == "track_text" and (tracks is None or tracks.text is None):
+        raise ValueError("--labels track_text needs a track file whose tracks carry text: give --tracks with a "
+                         "'text' list (one string per track), or pick another --labels")
     mode = input_mode(args, tracks)
     output = args.output if args.output is not None else default_output(args, mode)
     source = open_source(args, mode, tracks)

@@ -68,8 +68,9 @@ def to_tensor(array: np.ndarray):
 
 
 def tracks_output(tracks: Tracks) -> dict:
-    """The TRACKS dict of torch tensors (core keys plus this pack's optional ones)."""
-    return {key: to_tensor(value) for key, value in tracks.to_comfy().items()}
+    """The TRACKS dict of torch tensors (core keys plus this pack's optional ones; track text stays a list)."""
+    return {key: to_tensor(value) if isinstance(value, np.ndarray) else value
+            for key, value in tracks.to_comfy().items()}
 
 
 def overlay_list(overlay, name: str) -> list:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from comfy_api.latest import ComfyExtension
 
-from . import demo, overlays, render, tracks, video
+from . import demo, labels, overlays, render, tracks, video
 
-NODES = tracks.NODES + overlays.NODES + render.NODES + video.NODES + demo.NODES
+NODES = tracks.NODES + overlays.NODES + labels.NODES + render.NODES + video.NODES + demo.NODES
 
 
 class TrackOverlayExtension(ComfyExtension):

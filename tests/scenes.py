@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 from trackoverlay.utils.draw.display_list import Boxes, DisplayList, Polylines
+from trackoverlay.utils.draw.labels import label_overlay
 from trackoverlay.utils.draw.overlays import box_overlay, box_primitives, link_overlay, link_polylines, trail_overlay
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle
+from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 from trackoverlay.utils.tracks.demo import CANVAS_RGB, DemoClip
 from trackoverlay.utils.video.stream import FramePoints, OverlayBuilder
@@ -195,6 +196,33 @@ def trails():
     path, visible, opacity = trail_tracks()
     style = TrailStyle(length=16, width=4.0, taper=0.8, fade=1.5, smoothing=0.5, color_mode="track", opacity=0.9)
     return textured_frame(90, 120), trail_overlay(path, visible, style, opacity)[-1]
+def labels_12px():
+    """12 px labels (DejaVu Sans) in every placement around boxes, on plates, with Greek and Cyrillic,
+    three of them pushed back inside the frame at its edges."""
+    points = np.array([[[30, 30], [88, 26], [26, 70], [84, 66], [3, 4], [117, 88]]], np.float32)
+    visible = np.ones((1, 6), bool)
+    marks = box_overlay(points, visible, BoxStyle(size=14, stroke_width=1.0, fill_opacity=0.0))[0]
+    layers = marks
+    for columns, placement, template in (((0, 4), "top_left", "#{id:02d}"), ((1, 5), "bottom_right", "{x:.0f},{y:.0f}"),
+                                         ((2,), "below", "Ωμέγα"), ((3,), "right", "Жук")):
+        shown = np.zeros_like(visible)
+        shown[0, list(columns)] = True
+        style = LabelStyle(text="format", format=template, size=12, box_size=14, margin=2, placement=placement,
+                           plate_padding=2, color_mode="track" if placement == "below" else "single")
+        layers = layers + label_overlay(points, shown, style, bounds=(120, 90))[0]
+    return textured_frame(90, 120), layers
+
+
+def labels_40px():
+    """40 px glyphs: a plated label with an outline, and the same glyphs off the pixel grid (bilinear samples)."""
+    points = np.array([[[56, 34]]], np.float32)
+    style = LabelStyle(text="format", format="Ag7ж", size=40, color="#FFD600", plate_stroke=1.5,
+                       plate_stroke_color="#00E5FF", placement="center")
+    label = label_overlay(points, np.ones((1, 1), bool), style, bounds=(160, 120))[0]
+    plate, glyphs = label.layers
+    moved = dataclasses.replace(glyphs, origin=glyphs.origin + np.float32([9.37, 52.61]),
+                                color=np.tile(np.float32([1.0, 0.3, 0.5, 0.8]), (glyphs.count, 1)))
+    return flat_frame(120, 160, (0.1, 0.12, 0.16)), DisplayList((plate, glyphs, moved))
 
 
 @lru_cache(maxsize=1)
@@ -237,7 +265,8 @@ def cli_look_3840x2160():
 
 SCENES = {function.__name__: function for function in (
     knn_straight, bezier_curves, dashed_dotted, track_gradient, rounded_boxes, corner_brackets,
-    seed_scene, float32_frame, fading_tracks, cli_look_640x360, cli_look_3840x2160, trails)}
+    seed_scene, float32_frame, fading_tracks, cli_look_640x360, cli_look_3840x2160, trails, labels_12px,
+    labels_40px)}
 
 
 PARITY = 2 / 255

@@ -15,7 +15,7 @@ tests/video/test_video_io.py, the CLI in tests/examples/test_overlay_video.py.
 | display list: nan-vertex, inf-box-center                            | ValueError "polyline vertices / box center holds 1 NaN/inf value(s)"  |
 | display list: vertex-1e30, box-size-1e30, width-1e30                | ValueError "<field> holds N value(s) beyond ±1,000,000 ... pixels"    |
 | display list: zero-width, negative-box-size, negative-stroke, one-vertex, colour-above-1, radius-too-big | ValueError naming the field and what is allowed |
-| display list: layer-not-a-primitive                                 | TypeError "display list layers must be Polylines or Boxes, got str"   |
+| display list: layer-not-a-primitive                                 | TypeError "display list layers must be Polylines, Boxes or Glyphs, got str" |
 | display list: arrays given to Polylines/Boxes                       | copied: the caller's arrays stay writable and unchanged                |
 | renderer: out-is-the-frame                                          | ValueError "out must not share memory with the input frame"            |
 | batch: entries-not-display-lists, 3-frames-vs-2-overlays; merge 2-vs-3-frames | TypeError / ValueError naming both counts and the 1-repeats rule |
@@ -214,7 +214,7 @@ DISPLAY_LIST_ERRORS = [
     case("radius-too-big", lambda tmp: (two_points(),), lambda c: boxes(c, [5, 5], radius=8),
          ValueError, r"box corner radius must lie in 0\.\.min\(width, height\)/2"),
     case("layer-not-a-primitive", lambda tmp: (["not a layer"],), lambda layers: DisplayList(tuple(layers)),
-         TypeError, r"display list layers must be Polylines or Boxes, got str"),
+         TypeError, r"display list layers must be Polylines, Boxes or Glyphs, got str"),
 ]
 
 RENDER_ERRORS = [

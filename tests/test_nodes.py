@@ -25,7 +25,7 @@ from fake_comfy import (  # noqa: E402
 install_comfy_api()
 
 from trackoverlay.nodes.extension import NODES  # noqa: E402
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle  # noqa: E402
+from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle  # noqa: E402
 from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
 from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
 
@@ -356,6 +356,47 @@ def test_trails_width_follows_the_units():
     (overlay,) = run("Trails", tracks=tracks, units=PERCENT, reference=frames(1, 200, 120), width=2.0, taper=0.0,
                      fade=1.0, smoothing=0.0)
     assert overlay[-1].layers[0].width.tolist() == [4.0]  # 2 % of 200 px
+def test_labels_write_the_track_id_beside_its_box_and_stay_in_the_frame():
+    tracks = make_tracks([[[40, 30], [78, 58]], [[40, 30], [78, 58]]], visible=[[True, True], [True, False]])
+    before = snapshot(tracks)
+    (overlay,) = run("Labels", tracks=tracks, color="#00FF00", plate_opacity=0.0, placement="right", box_size=10.0,
+                     margin=2.0, reference=frames(2))
+    assert_unchanged(tracks, before)
+    assert len(overlay) == 2 and [entry.primitive_count for entry in overlay] == [2, 1]  # one glyph per "0", "1"
+    out, _, alpha = render(frames(2, value=0.0), overlay)
+    green = (out[0, :, :, 1] > 0.5) & (out[0, :, :, 0] < 0.1)
+    rows, columns = np.nonzero(green.numpy())
+    assert columns[rows < 45].min() >= 40 + 5 + 2  # right of the first box
+    assert columns.max() < 80 and rows.max() < 60  # the second label was pushed back inside the 80x60 frame
+    assert float(alpha[1, 45:, 60:].sum()) == 0.0  # its track is hidden in frame 1
+
+
+def test_labels_take_the_tracks_own_text_and_font_from_the_input_folder(fake_comfy_folders):
+    import shutil
+
+    from trackoverlay.utils.draw.glyphs import DEFAULT_FONT
+
+    shutil.copy(DEFAULT_FONT, fake_comfy_folders / "input" / "mine.ttf")
+    tracks = {**make_tracks([[[20, 20], [60, 40]]]), "track_text": ["AB", ""]}
+    (overlay,) = run("Labels", tracks=tracks, text="track_text", font="mine.ttf")
+    assert overlay[0].primitive_count == 1 + 2  # one plate, two glyphs; the empty text draws nothing
+    with pytest.raises(ValueError, match="input/missing.ttf' does not exist"):
+        run("Labels", tracks=tracks, font="missing.ttf")
+
+
+def test_labels_format_percent_units_and_errors():
+    tracks = make_tracks([[[20, 20]]])
+    (small,) = run("Labels", tracks=tracks, text="format", format="{id:03d}", units=PERCENT, size=10.0,
+                   reference=frames(height=60))
+    (large,) = run("Labels", tracks=tracks, text="format", format="{id:03d}", units=PERCENT, size=10.0,
+                   reference=frames(height=120))
+    glyphs = [entry[0].layers[1] for entry in (small, large)]
+    assert glyphs[0].count == glyphs[1].count == 3
+    assert glyphs[1].size[:, 1].sum() > 1.6 * glyphs[0].size[:, 1].sum()  # 12 px vs 6 px glyphs
+    with pytest.raises(ValueError, match=r"label format '\{nope\}' uses \{nope\}"):
+        run("Labels", tracks=tracks, text="format", format="{nope}")
+    with pytest.raises(ValueError, match="needs text per track"):
+        run("Labels", tracks=tracks, text="track_text")
 
 
 def test_merge_draws_later_inputs_on_top_and_repeats_single_frames():
@@ -608,6 +649,7 @@ def test_backend_info_reports_rather_than_fails_for_gpu():
     ("LineLinks", (GraphParams, LineStyle)),
     ("Boxes", (BoxStyle,)),
     ("Trails", (TrailStyle,)),
+    ("Labels", (LabelStyle,)),
 ])
 def test_every_style_widget_reaches_the_engine(node_id, engine):
     widgets = set(widget_defaults(NODE_BY_ID[f"TrackOverlay{node_id}"])) - {"units"}

@@ -18,7 +18,7 @@ from fake_comfy import WIDGET_TYPES, Hidden, install_comfy_api
 
 install_comfy_api()
 
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle  # noqa: E402
+from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle  # noqa: E402
 from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
 from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
 from trackoverlay.utils.tracks.detect import TrackDetector  # noqa: E402
@@ -29,7 +29,7 @@ FOLDER_NAME = "ComfyUI-TrackOverlay"  # what a user's custom_nodes folder may be
 CATEGORIES = {"Track Overlay/Tracks", "Track Overlay/Draw", "Track Overlay/Render", "Track Overlay/Video"}
 CORE_TYPES = {"IMAGE", "MASK", "STRING", "VIDEO", "TRACKS", "AUDIO"}
 PACK_TYPES = {"TRACK_OVERLAY", "BOUNDING_BOXES"}
-HEAVY = {"torch", "cupy", "cupyx", "comfy", "folder_paths", "faiss"}
+HEAVY = {"torch", "cupy", "cupyx", "comfy", "folder_paths", "faiss", "freetype"}
 
 # The inputs (in order) and outputs (names, types) of every node before the move to V3: saved workflows
 # refer to these by name and position, so they must stay; new inputs may only be appended, as optional.
@@ -103,7 +103,7 @@ def test_comfyui_loads_every_node_under_another_folder_name_without_torch_or_cup
     assert "trackoverlay" not in loaded["loaded"]  # relative imports only
     assert f"{FOLDER_NAME}.nodes.render" in loaded["loaded"]
     assert sorted(loaded["nodes"]) == sorted(set(SAVED) | {"TrackOverlayRenderLayer", "TrackOverlayDemoClip",
-                                                            "TrackOverlayTrails"})
+                                                            "TrackOverlayTrails", "TrackOverlayLabels"})
 
 
 # ------------------------------------------------------------------ node schemas
@@ -233,6 +233,8 @@ def test_style_and_graph_widgets_offer_only_values_the_engine_accepts(schemas):
     accepts_both_ends(lambda name, value: BoxStyle(**{name: value}), widget_extremes(boxes))
     _, trails = schemas["TrackOverlayTrails"]
     accepts_both_ends(lambda name, value: TrailStyle(**{name: value}), widget_extremes(trails))
+    _, labels = schemas["TrackOverlayLabels"]
+    accepts_both_ends(lambda name, value: LabelStyle(**{name: value}), widget_extremes(labels))
 
 
 def test_dash_and_gap_widgets_start_above_zero_because_the_engine_refuses_zero():

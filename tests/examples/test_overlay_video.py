@@ -82,6 +82,24 @@ def test_tracks_file_and_frame_limit(tmp_path, demo_clip_file):
     assert size_rate_count(tmp_path / "out.mp4") == (160, 96, 12, 4)
 
 
+def test_labels_from_the_track_files_text(tmp_path):
+    """Red text above each point (nothing else drawn), the right-hand one kept inside the 160x90 canvas."""
+    path = np.tile(np.array([[[40.0, 50.0], [155.0, 50.0]]], np.float32), (2, 1, 1))
+    save_tracks_json(Tracks(path, np.ones((2, 2), bool), text=["Car", "Bus"]), tmp_path / "tracks.json")
+    result = run_cli("--tracks", "tracks.json", "--size", "160x90", "-o", "labels.mp4", "--png-dir", "png",
+                     "--backend", "cpu", "--no-lines", "--no-boxes", "--labels", "track_text", "--units", "pixels",
+                     "--label-size", 14, "--label-color", "#FF0000", "--label-plate-opacity", 0,
+                     "--label-placement", "above", "--label-margin", 3, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    image = cv2.imread(str(tmp_path / "png" / "frame_000001.png"))[..., ::-1].astype(int)
+    red = (image[..., 0] > 150) & (image[..., 1] < 80)
+    rows, columns = np.nonzero(red)
+    assert rows.max() < 50 - 3 and rows.min() > 20  # above the points, one line of 14 px text
+    assert {int(c) // 80 for c in columns} == {0, 1}  # both labels
+    assert columns.max() <= 159 and np.count_nonzero(red[:, 120:]) > 20  # the right one fits the frame
+    assert np.any((image[..., 0] > 60) & (image[..., 0] < 150))  # anti-aliased edges
+
+
 def test_ctrl_c_leaves_no_file(tmp_path):
     process = subprocess.Popen([sys.executable, str(SCRIPT), "--size", "640x360", "--frames", "2000"],
                                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -72,6 +72,16 @@ ERRORS = [
     pytest.param(["--trails", "--trail-width", "0", "--units", "pixels"],
                  r"trail width must be a number in \(0, 10000\], got 0", id="trail-width-0"),
     pytest.param(["--trails", "--trail-color", "#12"], r"trail color '#12' is not a colour", id="trail-colour"),
+    pytest.param(["--label-format", "{{nope}}"], r"label format '\{nope\}' uses \{nope\}; the fields are id",
+                 id="label-format-field"),
+    pytest.param(["--labels", "id", "--label-font", "nowhere.ttf"], r"label font 'nowhere\.ttf' does not exist",
+                 id="label-font-missing"),
+    pytest.param(["--labels", "id", "--label-font", "{text}"], r"notes\.mp4' is not a font FreeType can read",
+                 id="label-font-not-a-font"),
+    pytest.param(["{clip}", "--labels", "track_text"], r"--labels track_text needs a track file whose tracks "
+                 "carry text", id="label-track-text-without-text"),
+    pytest.param(["--labels", "id", "--label-size", "0.01", "--units", "pixels"],
+                 r"label size must be a number in \[1, 512\], got 0\.01", id="label-size"),
 ]
 
 

@@ -221,6 +221,32 @@ def test_malformed_json_documents(text, words):
         assert word in str(caught.value)
 
 
+def test_track_text_round_trips_and_older_files_have_none():
+    tracks = Tracks(np.zeros((2, 3, 2), np.float32), np.ones((2, 3), bool), text=["car", None, "Ωμέγα"])
+    assert tracks.text == ("car", "", "Ωμέγα")
+    document = json.loads(tracks_to_json(tracks))
+    assert document["text"] == ["car", "", "Ωμέγα"] and document["version"] == 1
+    assert tracks_from_json(tracks_to_json(tracks)).text == tracks.text
+    assert tracks_from_json(_document()).text is None
+    assert tracks_from_json(_document(text=["a", None])).text == ("a", "")
+    comfy = tracks.to_comfy()
+    assert comfy["track_text"] == ["car", "", "Ωμέγα"]
+    assert normalize_tracks(comfy).text == tracks.text
+
+
+@pytest.mark.parametrize("text, error, words", [
+    ("car", TypeError, ["track_text", "must be a list of 2 strings"]),
+    (["a"], ValueError, ["has 1 entries but there are 2 tracks"]),
+    (["a", 3], ValueError, ["[1] must be a string", "got int"]),
+    (["a", "x" * 1001], ValueError, ["[1] must be a string of at most 1,000 characters", "got 1,001 characters"]),
+])
+def test_bad_track_text_is_refused(text, error, words):
+    with pytest.raises(error) as caught:
+        tracks_from_json(_document(text=text), source="clip.json")
+    for word in ["clip.json", *words]:
+        assert word in str(caught.value)
+
+
 def test_fill_hidden_holds_last_and_first_known_values():
     values = np.arange(8, dtype=np.float32).reshape(4, 2, 1)
     visible = np.array([[False, False], [True, False], [False, False], [True, False]])

@@ -5,9 +5,10 @@ import weakref
 import cv2
 import numpy as np
 import pytest
-from trackoverlay.utils.draw.display_list import merge_sequences
+from trackoverlay.utils.draw.display_list import Glyphs, merge_sequences
+from trackoverlay.utils.draw.labels import label_overlay
 from trackoverlay.utils.draw.overlays import box_overlay, link_overlay, trail_overlay
-from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle
+from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.batch import render_batch
 from trackoverlay.utils.tracks.contract import Tracks
@@ -178,6 +179,27 @@ def test_detector_rejects_size_change_and_batches():
         detector.push(np.zeros((2, 16, 16, 3), np.uint8))
     with pytest.raises(ValueError, match=r"subject mask of frame 1 has shape \[8, 8\], expected \[16, 16\]"):
         detector.push(np.zeros((16, 16, 3), np.uint8), np.ones((8, 8), bool))
+
+
+def test_labels_follow_the_tracks_text_inside_the_frame(cpu_renderer):
+    """Labels draw on top of the boxes, with each track's text, the same as the batch builder's, kept on screen."""
+    path = np.array([[[5.0, 5.0], [50.0, 30.0]], [[6.0, 6.0], [51.0, 31.0]]], np.float32)
+    tracks = Tracks(path, np.ones((2, 2), bool), text=["Ωx", "Жy"])
+    style = LabelStyle(text="track_text", size=10, box_size=10.0)
+    spec = OverlaySpec(SPEC.graph, None, SPEC.boxes, labels=style)
+    builder = OverlayBuilder(spec, frame_size=(64, 48))
+    points = TrackPoints(tracks)
+    for index in range(2):
+        display_list = builder(points(index, None), index)
+        assert isinstance(display_list.layers[-1], Glyphs) and display_list.layers[-1].count == 4
+        batch = label_overlay(path, tracks.visibility, style, tracks.text, bounds=(64, 48))[index]
+        np.testing.assert_array_equal(display_list.layers[-1].origin, batch.layers[-1].origin)
+        assert display_list.layers[-1].origin.min() >= 0  # the label at (5, 5) stays inside
+    frame = np.zeros((48, 64, 3), np.uint8)
+    drawn = list(overlay_frames([frame, frame], points, spec, cpu_renderer))
+    assert all(np.count_nonzero(image) > 100 for image in drawn)
+    with pytest.raises(ValueError, match="texts must hold 2 strings"):
+        FramePoints(path[0], np.ones(2, bool), texts=("a",))
 
 
 def test_frame_points_shapes():

@@ -14,6 +14,7 @@ pixel centres at +0.5. Every number must be finite and within
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -170,6 +171,82 @@ class Boxes:
         return len(self.center)
 
 
+_ATLAS_IDS = itertools.count(1)
+
+
+@dataclass(frozen=True, eq=False)
+class GlyphAtlas:
+    """Glyph coverage rasterised once (``draw/glyphs.py``), shared by the :class:`Glyphs` that sample it.
+
+    Attributes:
+        coverage: uint8 [Ha, Wa] anti-aliased coverage, 0..255 (read-only).
+        key: a number no other atlas of this process has; renderers cache their copies by it.
+    """
+
+    coverage: np.ndarray = field(repr=False)
+    key: int = field(init=False)
+
+    def __post_init__(self):
+        coverage = np.array(self.coverage, dtype=np.uint8, order="C")
+        if coverage.ndim != 2:
+            raise ValueError(f"glyph atlas coverage must have shape [H, W], got {list(coverage.shape)}")
+        coverage.setflags(write=False)
+        object.__setattr__(self, "coverage", coverage)
+        object.__setattr__(self, "key", next(_ATLAS_IDS))
+
+    @property
+    def nbytes(self) -> int:
+        return self.coverage.nbytes
+
+
+@dataclass(frozen=True)
+class Glyphs:
+    """Text glyphs: axis-aligned quads that sample one :class:`GlyphAtlas`.
+
+    A pixel centre ``(px, py)`` inside quad ``g`` (``x <= px < x + w``, ``y <= py < y + h``)
+    gets the coverage of the atlas sampled bilinearly at texel coordinates
+    ``(px - x + u - 0.5, py - y + v - 0.5)`` (texel ``(i, j)`` at ``(i, j)``; texels
+    outside the atlas are 0), divided by 255. Outside its quad a glyph covers nothing.
+
+    Attributes:
+        origin: float32 [G, 2] top-left corner ``(x, y)`` of each quad in pixels.
+        size: float32 [G, 2] quad width and height ``(w, h)`` in pixels (>= 0).
+        texel: float32 [G, 2] atlas texel ``(u, v)`` under the quad's top-left corner;
+            the quad's texels ``[u, u + w] x [v, v + h]`` lie inside the atlas.
+        color: float32 [G, 4] straight RGBA; alpha = coverage x colour alpha.
+        atlas: the :class:`GlyphAtlas` sampled.
+    """
+
+    origin: np.ndarray
+    size: np.ndarray
+    texel: np.ndarray
+    color: np.ndarray
+    atlas: GlyphAtlas
+
+    def __post_init__(self):
+        if not isinstance(self.atlas, GlyphAtlas):
+            raise TypeError(f"glyph atlas must be a GlyphAtlas, got {type(self.atlas).__name__}")
+        origin = _as_float32("glyph origin", self.origin, (2,), None)
+        count = len(origin)
+        size = _as_float32("glyph size", self.size, (2,), count)
+        if np.any(size < 0):
+            raise ValueError("glyph sizes must be >= 0 pixels")
+        texel = _as_float32("glyph texel", self.texel, (2,), count)
+        height, width = self.atlas.coverage.shape
+        if count and (np.any(texel < 0) or np.any(texel + size > np.float32([width, height]))):
+            raise ValueError(f"glyph texels must lie inside the {width}x{height} atlas")
+        color = _as_float32("glyph color", self.color, (4,), count)
+        _check_colors("glyph color", color)
+        for name, value in (("origin", origin), ("size", size), ("texel", texel), ("color", color)):
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+
+    @property
+    def count(self) -> int:
+        """Number of glyph quads."""
+        return len(self.origin)
+
+
 
 @dataclass(frozen=True)
 class DisplayList:
@@ -180,8 +257,8 @@ class DisplayList:
     def __post_init__(self):
         layers = tuple(self.layers)
         for layer in layers:
-            if not isinstance(layer, (Polylines, Boxes)):
-                raise TypeError(f"display list layers must be Polylines or Boxes, got {type(layer).__name__}")
+            if not isinstance(layer, (Polylines, Boxes, Glyphs)):
+                raise TypeError(f"display list layers must be Polylines, Boxes or Glyphs, got {type(layer).__name__}")
         object.__setattr__(self, "layers", tuple(layer for layer in layers if layer.count))
 
     def __add__(self, other: "DisplayList") -> "DisplayList":
@@ -190,7 +267,7 @@ class DisplayList:
 
     @property
     def primitive_count(self) -> int:
-        """Total number of polylines and boxes."""
+        """Total number of polylines, boxes and glyphs."""
         return sum(layer.count for layer in self.layers)
 
     @property

@@ -1,7 +1,8 @@
-"""Line, box and trail styles: what the user sets, validated once."""
+"""Line, box, trail and label styles: what the user sets, validated once."""
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 
 from ..core.checks import Range, check_choice, check_range
@@ -12,6 +13,12 @@ COLOR_MODES = ("single", "track")
 LINE_PATTERNS = ("solid", "dashed", "dotted")
 BOX_SHAPES = ("rounded", "brackets")
 SIZE_MODES = ("fixed", "track")
+LABEL_TEXTS = ("id", "coordinates", "format", "track_text")
+LABEL_PLACEMENTS = ("top_left", "top_right", "bottom_left", "bottom_right", "above", "below", "left", "right",
+                    "center")
+LABEL_FIELDS = {"id": 0, "x": 0.0, "y": 0.0, "w": 0.0, "h": 0.0, "frame": 0, "text": ""}
+"""The fields a label format may use, with a value of each one's type: track id, point x and y, box width
+and height (pixels), frame index, and the track's own text."""
 
 # Accepted ranges of the numeric style fields (pixels, or fractions); the node widgets read these too.
 LINE_RANGES = {
@@ -38,6 +45,18 @@ BOX_RANGES = {
     "fill_opacity": Range(0.0, 1.0),
     "roundness": Range(0.0, 1.0),
     "bracket_length": Range(0.0, 0.5),
+}
+LABEL_RANGES = {
+    "size": Range(1.0, 512.0),
+    "opacity": Range(0.0, 1.0),
+    "plate_opacity": Range(0.0, 1.0),
+    "plate_padding": Range(0.0, 1_000.0),
+    "plate_roundness": Range(0.0, 1.0),
+    "plate_stroke": Range(0.0, 1_000.0),
+    "margin": Range(-10_000.0, 10_000.0),
+    "offset_x": Range(-100_000.0, 100_000.0),
+    "offset_y": Range(-100_000.0, 100_000.0),
+    "box_size": Range(0.0, 100_000.0),
 }
 
 
@@ -150,3 +169,83 @@ class TrailStyle:
     def smoothing_frames(self) -> int:
         """Half the averaging window in frames (0: no smoothing)."""
         return round(self.smoothing * TRAIL_SMOOTHING_FRAMES)
+def check_label_format(template: str) -> None:
+    """Raise ``ValueError`` unless ``template`` is a format string over :data:`LABEL_FIELDS` alone."""
+    example = "e.g. '{id:03d}' or '{x:.0f},{y:.0f}'"
+    if not isinstance(template, str):
+        raise TypeError(f"label format must be text, {example}; got {type(template).__name__}")
+    try:
+        fields = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as error:
+        raise ValueError(f"label format {template!r} is not a format string ({error}); write fields in braces, "
+                         f"{example}, and double literal braces ({{{{ and }}}})") from None
+    known = ", ".join(LABEL_FIELDS)
+    for name, spec in fields:
+        if name not in LABEL_FIELDS:
+            raise ValueError(f"label format {template!r} uses {{{name}}}; the fields are {known} ({example})")
+        if "{" in spec:
+            raise ValueError(f"label format {template!r}: {{{name}:{spec}}} nests a field; give the format "
+                             "spec literally")
+    try:
+        template.format(**LABEL_FIELDS)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"label format {template!r} does not fit its fields ({error}); id and frame are whole "
+                         f"numbers, x, y, w and h decimals, text is text ({example})") from None
+
+
+@dataclass(frozen=True)
+class LabelStyle:
+    """How text labels look and where they sit.
+
+    ``text`` picks what each label says: the track ``id``, its ``coordinates``,
+    ``format`` (a Python format string over :data:`LABEL_FIELDS`, e.g.
+    ``{id:03d}``), or the track's own text (``track_text``). ``size`` is the
+    font's pixel size (em); ``font`` a font file, empty for the bundled DejaVu
+    Sans. Labels sit at ``placement`` around a box of ``box_size`` (or the
+    track's own size with ``box_size_mode='track'``), ``margin`` pixels away
+    from it and shifted by ``offset_x``/``offset_y``. The plate is a rounded
+    box behind the text, ``plate_padding`` pixels (rounded to whole pixels)
+    around it, with an optional outline ``plate_stroke`` wide.
+    """
+
+    text: str = "id"
+    format: str = "{id}"
+    size: float = 12.0
+    font: str = ""
+    color: str = "#FFFFFF"
+    color_mode: str = "single"
+    opacity: float = 1.0
+    plate_color: str = "#000000"
+    plate_opacity: float = 0.55
+    plate_padding: float = 3.0
+    plate_roundness: float = 0.3
+    plate_stroke: float = 0.0
+    plate_stroke_color: str = "#FFFFFF"
+    placement: str = "top_left"
+    margin: float = 4.0
+    offset_x: float = 0.0
+    offset_y: float = 0.0
+    box_size: float = 40.0
+    box_size_mode: str = "fixed"
+
+    def __post_init__(self):
+        from .glyphs import check_font
+
+        ranges = LABEL_RANGES
+        check_choice("label text", self.text, LABEL_TEXTS)
+        if self.text == "format":
+            check_label_format(self.format)
+        for name in ("size", "opacity", "plate_opacity", "plate_padding", "plate_roundness", "plate_stroke",
+                     "margin", "offset_x", "offset_y", "box_size"):
+            check_range(f"label {name.replace('_', ' ')}", getattr(self, name), ranges[name])
+        for name in ("color", "plate_color", "plate_stroke_color"):
+            parse_color(getattr(self, name), f"label {name}")
+        check_choice("label color_mode", self.color_mode, COLOR_MODES)
+        check_choice("label placement", self.placement, LABEL_PLACEMENTS)
+        check_choice("label box_size_mode", self.box_size_mode, SIZE_MODES)
+        check_font(self.font)
+
+    @property
+    def template(self) -> str:
+        """The format string every label is made with."""
+        return {"id": "{id}", "coordinates": "{x:.0f}, {y:.0f}", "track_text": "{text}"}.get(self.text, self.format)

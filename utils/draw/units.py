@@ -1,6 +1,6 @@
 """Sizes relative to the frame, so one look works from 640 px to 8K.
 
-Lengths (box size, line and trail width, dashes, link radius, ...) are given in
+Lengths (box size, line and trail width, dashes, link radius, label size, ...) are given in
 pixels or in percent of the frame's height; :func:`pixels_per_unit` says how
 many pixels one unit is. The default look, :data:`DEFAULT_LOOK`, is defined
 in percent of the frame height, and :func:`look_lengths` turns it (or given
@@ -23,6 +23,10 @@ DEFAULT_LOOK = {
     "max_length": 0.0,  # 0 = no limit
     "delta_y_cap": 0.0,  # 0 = no limit
     "trail_width": 0.3,  # 3.2 px at 1080p
+    "label_size": 1.7,  # 12 px at 720p, 37 px at 4K
+    "label_padding": 0.4,
+    "label_margin": 0.5,
+    "label_outline": 0.0,  # 0 = no plate outline
 }
 """The default lengths, in percent of the frame height."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..draw.display_list import Boxes, DisplayList, Polylines
+from ..draw.display_list import Boxes, DisplayList, Glyphs, Polylines
 from .layer import SparseLayer
 from .segments import SegmentTable, build_segment_table
 
@@ -316,6 +316,45 @@ def _box_pairs(boxes: Boxes, box, row, first, count, width_px):
     return _Pairs(pixels, color, stroke_alpha + under)
 
 
+def _glyph_spans(glyphs: Glyphs, rows: range, width: int):
+    """Per (glyph, row): the columns whose pixel centre lies in the quad (``x <= px < x + w``)."""
+    (x, y), (w, h) = glyphs.origin.T, glyphs.size.T
+    first_row = np.maximum(np.ceil(y - 0.5), rows.start).astype(np.int64)
+    last_row = np.minimum(np.ceil(y + h - 0.5) - 1, rows.stop - 1).astype(np.int64)
+    glyph, row = _expand(first_row, np.maximum(last_row - first_row + 1, 0))
+    first = np.maximum(np.ceil(x - 0.5), 0)[glyph]
+    last = np.minimum(np.ceil(x + w - 0.5) - 1, width - 1)[glyph]
+    count = last - first + 1
+    keep = count > 0
+    return glyph[keep], row[keep], first[keep].astype(np.int64), count[keep].astype(np.int64)
+
+
+def _atlas_texels(coverage, column, row):
+    """Atlas coverage (uint8 as float32) at integer texels; 0 outside the atlas."""
+    height, width = coverage.shape
+    inside = (column >= 0) & (column < width) & (row >= 0) & (row < height)
+    values = coverage[np.clip(row, 0, height - 1), np.clip(column, 0, width - 1)].astype(np.float32)
+    return np.where(inside, values, np.float32(0))
+
+
+def _glyph_pairs(glyphs: Glyphs, glyph, row, first, count, width_px):
+    """Coverage and colour of each (glyph, pixel) pair: the atlas sampled bilinearly (see :class:`Glyphs`)."""
+    span, x, pixels = _pair_pixels(row, first, count, width_px)
+    yc = row.astype(np.float32) + np.float32(0.5)
+    origin, texel = glyphs.origin[glyph], glyphs.texel[glyph]
+    u = (x - origin[:, 0][span]) + texel[:, 0][span] - np.float32(0.5)
+    v = ((yc - origin[:, 1]) + texel[:, 1] - np.float32(0.5))[span]
+    u0, v0 = np.floor(u), np.floor(v)
+    fu, fv = u - u0, v - v0
+    i, j = u0.astype(np.int64), v0.astype(np.int64)
+    atlas = glyphs.atlas.coverage
+    coverage = ((1 - fu) * (1 - fv) * _atlas_texels(atlas, i, j) + fu * (1 - fv) * _atlas_texels(atlas, i + 1, j)
+                + (1 - fu) * fv * _atlas_texels(atlas, i, j + 1) + fu * fv * _atlas_texels(atlas, i + 1, j + 1))
+    rgba = _planar(glyphs.color, glyph[span])
+    alpha = rgba[3] * (coverage / np.float32(255))
+    return _Pairs(pixels, rgba[:3] * alpha, alpha)
+
+
 def _chunks(counts, limit, groups=None):
     """Split span ranges so that each chunk expands to about ``limit`` pixels.
 
@@ -383,6 +422,10 @@ def _band_pairs(prepared: list, rows: range, width: int):
             polyline = layer.table.polyline[spans[0]]
             groups = np.where(layer.overlapping[polyline], polyline, -1 - np.arange(len(polyline)))
             evaluate = lambda *span: _line_pairs(layer, *span, width)
+        elif isinstance(layer, Glyphs):
+            spans = _glyph_spans(layer, rows, width)
+            groups = None
+            evaluate = lambda *span: _glyph_pairs(layer, *span, width)
         else:
             spans = _box_spans(layer, rows, width)
             groups = None

@@ -18,7 +18,7 @@ it once each way.
 from __future__ import annotations
 
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.cuda import cuda_kernel
 from ..core.log import LOGGER
-from ..draw.display_list import DisplayList, Polylines
+from ..draw.display_list import DisplayList, GlyphAtlas, Glyphs, Polylines
 from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
 from .renderer import Renderer
 from .segments import build_segment_table
@@ -37,6 +37,8 @@ _SCENE_FIELDS = (
     "seg_factor0", "seg_factor1",
     "line_width", "line_color0", "line_color1", "line_dash", "line_dash_round", "line_arc_total",
     "box_center", "box_half", "box_radius", "box_stroke", "box_stroke_color", "box_fill_color", "box_bracket",
+    "glyph_origin", "glyph_size", "glyph_texel", "glyph_color", "glyph_atlas", "atlas_data", "atlas_width",
+    "atlas_height",
 )
 # Display-list fields -> scene fields (and their dtype in the scene).
 _LINE_FIELDS = (("width", "line_width", np.float32), ("color_start", "line_color0", np.float32),
@@ -46,6 +48,9 @@ _BOX_FIELDS = (("center", "box_center", np.float32), ("half_size", "box_half", n
                ("radius", "box_radius", np.float32), ("stroke_width", "box_stroke", np.float32),
                ("stroke_color", "box_stroke_color", np.float32), ("fill_color", "box_fill_color", np.float32),
                ("bracket", "box_bracket", np.float32))
+_GLYPH_FIELDS = (("origin", "glyph_origin", np.float32), ("size", "glyph_size", np.float32),
+                 ("texel", "glyph_texel", np.float32), ("color", "glyph_color", np.float32))
+_ATLASES_KEPT = 8  # glyph atlases a renderer keeps on the GPU
 _PIXEL_TYPES = {np.dtype(np.uint8): "unsigned char", np.dtype(np.float32): "float"}
 _KEY_TYPES = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
 _BIN_THREADS = 128  # a multiple of the warp size (bin_tiles claims key slots per warp)
@@ -88,8 +93,9 @@ def _blocks(count: int, threads: int) -> int:
 class HostLayers:
     """Every frame's layers concatenated on the host, with the runs that keep their order.
 
-    ``runs`` is int64 [R, 4]: (frame, kind 0 = polylines / 1 = boxes, first item, item count),
-    in drawing order frame by frame; ``lines``/``boxes`` map scene field names to arrays.
+    ``runs`` is int64 [R, 4]: (frame, kind 0 = polylines / 1 = boxes / 2 = glyphs, first item, item count),
+    in drawing order frame by frame; ``lines``/``boxes``/``glyphs`` map scene field names to arrays;
+    ``atlases`` are the glyph atlases, each once, that ``glyphs["glyph_atlas"]`` indexes.
     ``vertex_factors`` is float32 [V, 2], each vertex's (width, alpha) factors, or None
     when no polyline has any.
     """
@@ -100,6 +106,8 @@ class HostLayers:
     boxes: dict
     runs: np.ndarray
     frames: int
+    glyphs: dict = field(default_factory=dict)
+    atlases: list = field(default_factory=list)
     vertex_factors: np.ndarray | None = None
 
     @classmethod
@@ -108,7 +116,9 @@ class HostLayers:
         vertices, vertex_counts, runs = [], [], []
         lines = {name: [] for _, name, _ in _LINE_FIELDS}
         boxes = {name: [] for _, name, _ in _BOX_FIELDS}
-        line_total = box_total = 0
+        glyphs = {name: [] for _, name, _ in _GLYPH_FIELDS}
+        glyph_atlas, atlas_index, atlases = [], {}, []
+        line_total = box_total = glyph_total = 0
         line_layers = []
         for frame, display_list in enumerate(display_lists):
             for layer in display_list.layers:
@@ -116,14 +126,21 @@ class HostLayers:
                     line_layers.append(layer)
                     vertices.append(layer.vertices)
                     vertex_counts.append(np.diff(layer.offsets))
-                    fields, table, first = _LINE_FIELDS, lines, line_total
+                    fields, table, first, kind = _LINE_FIELDS, lines, line_total, 0
                     line_total += layer.count
+                elif isinstance(layer, Glyphs):
+                    fields, table, first, kind = _GLYPH_FIELDS, glyphs, glyph_total, 2
+                    glyph_total += layer.count
+                    index = atlas_index.setdefault(layer.atlas.key, len(atlases))
+                    if index == len(atlases):
+                        atlases.append(layer.atlas)
+                    glyph_atlas.append(np.full(layer.count, index, np.int32))
                 else:
-                    fields, table, first = _BOX_FIELDS, boxes, box_total
+                    fields, table, first, kind = _BOX_FIELDS, boxes, box_total, 1
                     box_total += layer.count
                 for source, name, _ in fields:
                     table[name].append(getattr(layer, source))
-                runs.append((frame, int(fields is _BOX_FIELDS), first, layer.count))
+                runs.append((frame, kind, first, layer.count))
 
         def joined(parts, dtype, tail=()):
             return np.ascontiguousarray(np.concatenate(parts) if parts else np.zeros((0,) + tail), dtype=dtype)
@@ -132,14 +149,17 @@ class HostLayers:
         offsets = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         tails = {"line_color0": (4,), "line_color1": (4,), "line_dash": (2,), "box_center": (2,), "box_half": (2,),
-                 "box_stroke_color": (4,), "box_fill_color": (4,)}
+                 "box_stroke_color": (4,), "box_fill_color": (4,), "glyph_origin": (2,), "glyph_size": (2,),
+                 "glyph_texel": (2,), "glyph_color": (4,)}
+        glyph_table = {name: joined(glyphs[name], dtype, tails[name]) for _, name, dtype in _GLYPH_FIELDS}
+        glyph_table["glyph_atlas"] = joined(glyph_atlas, np.int32)
         factors = None
         if any(layer.vertex_width is not None or layer.vertex_alpha is not None for layer in line_layers):
             factors = joined([_vertex_factors(layer) for layer in line_layers], np.float32, (2,))
         return cls(joined(vertices, np.float32, (2,)), offsets,
                    {name: joined(lines[name], dtype, tails.get(name, ())) for _, name, dtype in _LINE_FIELDS},
                    {name: joined(boxes[name], dtype, tails.get(name, ())) for _, name, dtype in _BOX_FIELDS},
-                   np.array(runs, np.int64).reshape(-1, 4), len(display_lists), factors)
+                   np.array(runs, np.int64).reshape(-1, 4), len(display_lists), glyph_table, atlases, factors)
 
 
 def _vertex_factors(lines: Polylines) -> np.ndarray:
@@ -154,11 +174,13 @@ def _vertex_factors(lines: Polylines) -> np.ndarray:
 @dataclass
 class DeviceScene:
     """Scene tables on the GPU, the packed pointer table the kernels read, and where
-    each frame's primitives lie: frame ``f`` owns ``frame_prims[f]:frame_prims[f + 1]``."""
+    each frame's primitives lie: frame ``f`` owns ``frame_prims[f]:frame_prims[f + 1]``
+    (``atlases`` keeps the glyph atlases the table points to)."""
 
     arrays: dict
     table: object
     frame_prims: np.ndarray
+    atlases: list = field(default_factory=list)
 
     @property
     def prim_count(self) -> int:
@@ -169,15 +191,20 @@ class DeviceScene:
         return len(self.frame_prims) - 1
 
     @classmethod
-    def build(cls, layers: HostLayers) -> "DeviceScene":
-        """Upload ``layers`` (one transfer) and build the segment and primitive tables on the GPU."""
+    def build(cls, layers: HostLayers, atlas=None) -> "DeviceScene":
+        """Upload ``layers`` (one transfer) and build the segment and primitive tables on the GPU;
+        ``atlas(GlyphAtlas)`` gives an atlas's coverage on the GPU (default: a new copy)."""
         import cupy
 
         frame, kind, first, count = layers.runs.T
         line_bounds = np.stack([first, first + count], axis=1)[kind == 0].ravel()
+        coverages = [(atlas or device_atlas)(glyph_atlas) for glyph_atlas in layers.atlases]
+        shapes = np.array([glyph_atlas.coverage.shape for glyph_atlas in layers.atlases], np.int32).reshape(-1, 2)
         factors = {} if layers.vertex_factors is None else {"vertex_factors": layers.vertex_factors}
         device = _upload({"vertices": layers.vertices, "offsets": layers.offsets, "line_bounds": line_bounds,
-                          **layers.lines, **layers.boxes, **factors})
+                          **layers.lines, **layers.boxes, **layers.glyphs, **factors,
+                          "atlas_data": np.array([coverage.data.ptr for coverage in coverages], np.uint64),
+                          "atlas_width": shapes[:, 1].copy(), "atlas_height": shapes[:, 0].copy()})
         factors = device.pop("vertex_factors", None)
         table = build_segment_table(device.pop("vertices"), device.pop("offsets"), xp=cupy,
                                     **({} if factors is None else {"vertex_width": factors[:, 0],
@@ -205,7 +232,14 @@ class DeviceScene:
         arrays["prim_ref"] = (runs["ref"][run] + prim - runs["start"][run]).astype(cupy.int32)
         device = {name: cupy.ascontiguousarray(arrays[name]) for name in _SCENE_FIELDS}
         pointers = np.array([device[name].data.ptr for name in _SCENE_FIELDS], dtype=np.uint64)
-        return cls(device, cupy.asarray(pointers), frame_prims)
+        return cls(device, cupy.asarray(pointers), frame_prims, coverages)
+
+
+def device_atlas(atlas: GlyphAtlas):
+    """A GPU copy of a glyph atlas's coverage (uint8 [Ha, Wa])."""
+    import cupy
+
+    return cupy.asarray(atlas.coverage)
 
 
 def _upload(arrays: dict) -> dict:
@@ -280,6 +314,7 @@ class GpuRenderer(Renderer):
         self._buffers = {}
         self._capacity = 1 << 16
         self._stream = None
+        self._atlases = OrderedDict()
 
     # -- scene and bins -------------------------------------------------------------
     def upload(self, display_list: DisplayList) -> DeviceScene:
@@ -289,7 +324,17 @@ class GpuRenderer(Renderer):
     def upload_batch(self, display_lists: list) -> DeviceScene:
         """The scene of several frames' display lists (frame ``f`` draws ``display_lists[f]``)."""
         with self._on_stream():
-            return DeviceScene.build(HostLayers.gather(display_lists))
+            return DeviceScene.build(HostLayers.gather(display_lists), self._atlas)
+
+    def _atlas(self, atlas: GlyphAtlas):
+        """``atlas`` on the GPU: uploaded once, kept for the next scenes (the latest few atlases)."""
+        coverage = self._atlases.pop(atlas.key, None)
+        if coverage is None:
+            coverage = device_atlas(atlas)
+        self._atlases[atlas.key] = coverage
+        while len(self._atlases) > _ATLASES_KEPT:
+            self._atlases.popitem(last=False)
+        return coverage
 
     def _on_stream(self):
         """The renderer's stream (ordered with the default stream, so inputs written there come first)."""
@@ -539,4 +584,5 @@ class GpuRenderer(Renderer):
         """Release host threads and pinned buffers."""
         super().close()
         self._pinned.clear()
+        self._atlases.clear()
         LOGGER.debug("GPU renderer closed")

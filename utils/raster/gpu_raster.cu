@@ -1,6 +1,6 @@
 // Tiled rasteriser for Track Overlay display lists (the GPU twin of cpu_spans.py).
 //
-// A scene holds the primitives (polyline segments and boxes) of one or more
+// A scene holds the primitives (polyline segments, boxes and glyphs) of one or more
 // frames, each frame's primitives contiguous and in drawing order. bin_tiles
 // gives every primitive one key (tile << prim_bits | primitive) per TILE x TILE
 // pixel tile it may touch, claiming key slots with one atomic add per warp; the
@@ -17,7 +17,7 @@
 
 // Device pointers only (passed as a pointer to a packed array of addresses).
 struct Scene {
-    // Primitives, frame by frame in drawing order: kind 0 = segment, 1 = box; ref indexes its table.
+    // Primitives, frame by frame in drawing order: kind 0 = segment, 1 = box, 2 = glyph; ref indexes its table.
     const int* prim_kind;
     const int* prim_ref;
     const int* prim_frame;
@@ -43,6 +43,15 @@ struct Scene {
     const float4* box_stroke_color;
     const float4* box_fill_color;
     const float* box_bracket;
+    // Glyphs: quads sampling a coverage atlas (uint8 [height, width], row-major).
+    const float2* glyph_origin;
+    const float2* glyph_size;
+    const float2* glyph_texel;
+    const float4* glyph_color;
+    const int* glyph_atlas;
+    const unsigned char* const* atlas_data;
+    const int* atlas_width;
+    const int* atlas_height;
 };
 
 __device__ __forceinline__ float clamp01(float v) { return fminf(fmaxf(v, 0.0f), 1.0f); }
@@ -66,10 +75,21 @@ __device__ __forceinline__ float segment_half_width(const Scene& s, int ref) {
     return 0.5f * s.line_width[s.seg_polyline[ref]] * fmaxf(s.seg_factor0[ref].x, s.seg_factor1[ref].x);
 }
 
+// Whether a pixel centre lies in glyph g's quad (x <= px < x + w, likewise y).
+__device__ __forceinline__ bool in_glyph(const Scene& s, int g, float px, float py) {
+    float2 o = s.glyph_origin[g], size = s.glyph_size[g];
+    return px >= o.x && px < o.x + size.x && py >= o.y && py < o.y + size.y;
+}
+
 // Conservative test: can any pixel of the tile be covered by the primitive?
 __device__ bool touches_tile(const Scene& s, int p, float tx0, float ty0) {
     float cx = tx0 + 0.5f * TILE, cy = ty0 + 0.5f * TILE;
     int ref = s.prim_ref[p];
+    if (s.prim_kind[p] == 2) {  // the quad holds a pixel centre of the tile
+        float2 o = s.glyph_origin[ref], size = s.glyph_size[ref];
+        return tx0 + (TILE - 0.5f) >= o.x && tx0 + 0.5f < o.x + size.x &&
+               ty0 + (TILE - 0.5f) >= o.y && ty0 + 0.5f < o.y + size.y;
+    }
     if (s.prim_kind[p] == 0) {
         float along;
         float reach = segment_half_width(s, ref) + 0.5f + 0.70711f * TILE;
@@ -85,6 +105,12 @@ __device__ bool touches_tile(const Scene& s, int p, float tx0, float ty0) {
 // Pixel-space bounding box of a primitive (before clipping to the frame).
 __device__ void prim_bounds(const Scene& s, int p, float* x0, float* y0, float* x1, float* y1) {
     int ref = s.prim_ref[p];
+    if (s.prim_kind[p] == 2) {
+        float2 o = s.glyph_origin[ref], size = s.glyph_size[ref];
+        *x0 = o.x; *x1 = o.x + size.x;
+        *y0 = o.y; *y1 = o.y + size.y;
+        return;
+    }
     if (s.prim_kind[p] == 0) {
         float r = segment_half_width(s, ref) + 0.5f;
         float2 a = s.seg_p0[ref], b = s.seg_p1[ref];
@@ -222,6 +248,32 @@ __device__ void composite_box(const Scene& s, int box, float px, float py, float
          sc.z * stroke_alpha + fc.z * under, a);
 }
 
+// Atlas coverage at texel (i, j); 0 outside the atlas.
+__device__ __forceinline__ float atlas_texel(const unsigned char* atlas, int width, int height, int i, int j) {
+    return (i >= 0 && i < width && j >= 0 && j < height) ? (float)atlas[(long long)j * width + i] : 0.0f;
+}
+
+// Glyph g over acc: its atlas sampled bilinearly at (px - x + u - 0.5, py - y + v - 0.5) inside its quad.
+__device__ void composite_glyph(const Scene& s, int g, float px, float py, float4& acc) {
+    if (!in_glyph(s, g, px, py)) return;
+    float2 o = s.glyph_origin[g], texel = s.glyph_texel[g];
+    int atlas = s.glyph_atlas[g];
+    const unsigned char* data = s.atlas_data[atlas];
+    int width = s.atlas_width[atlas], height = s.atlas_height[atlas];
+    float u = px - o.x + texel.x - 0.5f, v = py - o.y + texel.y - 0.5f;
+    float u0 = floorf(u), v0 = floorf(v);
+    float fu = u - u0, fv = v - v0;
+    int i = (int)u0, j = (int)v0;
+    float coverage = (1.0f - fu) * (1.0f - fv) * atlas_texel(data, width, height, i, j) +
+                     fu * (1.0f - fv) * atlas_texel(data, width, height, i + 1, j) +
+                     (1.0f - fu) * fv * atlas_texel(data, width, height, i, j + 1) +
+                     fu * fv * atlas_texel(data, width, height, i + 1, j + 1);
+    float4 c = s.glyph_color[g];
+    float a = c.w * (coverage / 255.0f);
+    if (a <= 0.0f) return;
+    over(acc, c.x * a, c.y * a, c.z * a, a);
+}
+
 // The layer of one pixel: the tile's primitives, composited in order.
 template <typename Key>
 __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, int prim_begin, int first, int count,
@@ -256,7 +308,8 @@ __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, in
             } else {
                 flush_polyline(s, line, dist, arc, seg, seg_along, acc);
                 line = -1;
-                composite_box(s, ref, px, py, acc);
+                if (s.prim_kind[p] == 2) composite_glyph(s, ref, px, py, acc);
+                else composite_box(s, ref, px, py, acc);
             }
         }
     }

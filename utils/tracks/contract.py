@@ -5,10 +5,11 @@ Core ComfyUI's ``TRACKS`` is a dict with ``track_path`` float32 [T, N, 2]
 bool [T, N]; column ``n`` is one persistent track id. Core's own producers
 also emit visibility [T, 1] (GenerateTracks and WanMoveTracksFromCoords with
 a ``track_mask``: one flag per frame for every track); it broadcasts, as core's
-consumers broadcast it, and so do [T] and [1, N]. This pack adds three
+consumers broadcast it, and so do [T] and [1, N]. This pack adds four
 optional keys: ``track_size`` float32 [T, N, 2] (box width, height in pixels),
-``track_confidence`` float32 [T, N] and ``track_opacity`` float32 [T, N] in
-0..1 (how strongly each point is drawn: births and deaths fade in and out).
+``track_confidence`` float32 [T, N], ``track_opacity`` float32 [T, N] in
+0..1 (how strongly each point is drawn: births and deaths fade in and out)
+and ``track_text``, a list of N strings (a name per track, e.g. for labels).
 
 :func:`normalize_tracks` turns such a dict (torch tensors or NumPy arrays)
 into an immutable :class:`Tracks`. The track file lives in ``track_file``,
@@ -29,6 +30,8 @@ VISIBILITY_KEY = "track_visibility"
 SIZE_KEY = "track_size"
 CONFIDENCE_KEY = "track_confidence"
 OPACITY_KEY = "track_opacity"
+TEXT_KEY = "track_text"
+MAX_TEXT = 1_000  # characters of one track's text
 _MASK_PRODUCERS = "core GenerateTracks / WanMoveTracksFromCoords with 'track_mask' connected"
 
 POSITION_LIMIT = 1e5
@@ -101,6 +104,22 @@ def _visibility(value, label: str, path_label: str, frames: int, count: int) -> 
                      f"must match (or be [T, 1] / [1, N]){hint}")
 
 
+def _texts(value, label: str, count: int) -> tuple:
+    """A tuple of ``count`` strings from a list of strings (None for no text)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{label} must be a list of {count} strings (one per track), got {type(value).__name__}")
+    if len(value) != count:
+        raise ValueError(f"{label} has {len(value)} entries but there are {count} tracks; give one text per "
+                         "track ('' or null for none)")
+    texts = tuple("" if text is None else text for text in value)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str) or len(text) > MAX_TEXT:
+            got = f"{len(text):,} characters" if isinstance(text, str) else type(text).__name__
+            raise ValueError(f"{label}[{index}] must be a string of at most {MAX_TEXT:,} characters (or null), "
+                             f"got {got}")
+    return texts
+
+
 @dataclass(frozen=True, eq=False)
 class Tracks:
     """Checked, read-only tracks: ``T`` frames of ``N`` persistent track columns.
@@ -114,6 +133,7 @@ class Tracks:
         confidence: float32 [T, N], or None.
         opacity: float32 [T, N] in 0..1, how strongly each visible point is drawn
             (fades at births and deaths), or None (all 1).
+        text: tuple of N strings, each track's own text ('' for none), or None.
 
     The constructor copies and checks its inputs (``name`` labels error messages);
     a single frame (path [N, 2], visibility [N]) is taken as T = 1; visibility
@@ -126,6 +146,7 @@ class Tracks:
     size: np.ndarray | None = None
     confidence: np.ndarray | None = None
     opacity: np.ndarray | None = None
+    text: tuple | None = None
     name: InitVar[str] = "tracks"
 
     def __post_init__(self, name: str):
@@ -166,6 +187,8 @@ class Tracks:
             if array is not None:
                 array.setflags(write=False)
             object.__setattr__(self, field, array)
+        if self.text is not None:
+            object.__setattr__(self, "text", _texts(self.text, f"{name}['{TEXT_KEY}']", path.shape[1]))
 
     @property
     def frame_count(self) -> int:
@@ -186,6 +209,8 @@ class Tracks:
             result[CONFIDENCE_KEY] = self.confidence.copy()
         if self.opacity is not None:
             result[OPACITY_KEY] = self.opacity.copy()
+        if self.text is not None:
+            result[TEXT_KEY] = list(self.text)
         return result
 
 
@@ -205,7 +230,7 @@ def normalize_tracks(tracks, name: str = "tracks") -> Tracks:
         raise ValueError(f"{name} is missing {', '.join(repr(k) for k in missing)}; a TRACKS dict needs "
                          f"'{PATH_KEY}' [T, N, 2] and '{VISIBILITY_KEY}' [T, N]")
     return Tracks(tracks[PATH_KEY], tracks[VISIBILITY_KEY], tracks.get(SIZE_KEY),
-                  tracks.get(CONFIDENCE_KEY), tracks.get(OPACITY_KEY), name=name)
+                  tracks.get(CONFIDENCE_KEY), tracks.get(OPACITY_KEY), tracks.get(TEXT_KEY), name=name)
 
 
 def fill_hidden(values: np.ndarray, visibility: np.ndarray) -> np.ndarray:

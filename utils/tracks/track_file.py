@@ -32,7 +32,11 @@ def _short_floats(values: np.ndarray) -> list:
 
 
 def tracks_to_json(tracks) -> str:
-    """Serialise tracks (a :class:`Tracks` or TRACKS dict) in format version 1."""
+    """Serialise tracks (a :class:`Tracks` or TRACKS dict) in format version 1.
+
+    Optional keys: ``size``, ``confidence``, ``opacity`` (per frame and track) and
+    ``text`` (one string per track; readers that predate it ignore it).
+    """
     tracks = normalize_tracks(tracks)
     document = {
         "format": JSON_FORMAT,
@@ -48,6 +52,8 @@ def tracks_to_json(tracks) -> str:
         document["confidence"] = _short_floats(tracks.confidence)
     if tracks.opacity is not None:
         document["opacity"] = _short_floats(tracks.opacity)
+    if tracks.text is not None:
+        document["text"] = list(tracks.text)
     return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
@@ -118,7 +124,7 @@ def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
         if document.get(key) is not None:
             optional[key] = _json_array(document, key, (frames, count) + tail, source)
     return Tracks(path, visible, optional.get("size"), optional.get("confidence"), optional.get("opacity"),
-                  name=source)
+                  document.get("text"), name=source)
 
 
 def save_tracks_json(tracks, path: str | os.PathLike) -> None:

@@ -42,8 +42,9 @@ import numpy as np
 
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
+from ..draw.labels import label_overlay
 from ..draw.overlays import box_overlay, link_polylines, trail_geometry, trail_polylines
-from ..draw.styles import BoxStyle, LineStyle, TrailStyle
+from ..draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from ..graph.neighbours import GraphParams, build_edges, edge_lengths
 from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
@@ -66,12 +67,14 @@ class FramePoints:
         visible: bool [N].
         sizes: float32 [N, 2] box width, height per point, or None.
         opacity: float32 [N] 0..1 per point (births and deaths fade), or None (all 1).
+        texts: one string per point, its track's own text (for labels), or None.
     """
 
     positions: np.ndarray
     visible: np.ndarray
     sizes: np.ndarray | None = None
     opacity: np.ndarray | None = None
+    texts: tuple | None = None
 
     def __post_init__(self):
         count = len(self.visible)
@@ -82,6 +85,8 @@ class FramePoints:
             raise ValueError(f"points: sizes must have shape [{count}, 2], got {list(np.shape(self.sizes))}")
         if self.opacity is not None and np.shape(self.opacity) != (count,):
             raise ValueError(f"points: opacity must have shape [{count}], got {list(np.shape(self.opacity))}")
+        if self.texts is not None and len(self.texts) != count:
+            raise ValueError(f"points: texts must hold {count} strings (one per point), got {len(self.texts)}")
 
 
 class PointSource(ABC):
@@ -177,7 +182,7 @@ class TrackPoints(PointSource):
         t = index if tracks.frame_count > 1 else 0
         sizes = None if tracks.size is None else tracks.size[t]
         opacity = None if tracks.opacity is None else tracks.opacity[t]
-        return FramePoints(tracks.path[t], tracks.visibility[t], sizes, opacity)
+        return FramePoints(tracks.path[t], tracks.visibility[t], sizes, opacity, tracks.text)
 
     def finish(self, frames, limited):
         if frames < self.tracks.frame_count and self.tracks.frame_count > 1 and not limited:
@@ -211,12 +216,14 @@ class DemoPoints(PointSource):
 
 @dataclass(frozen=True)
 class OverlaySpec:
-    """What to draw: the neighbour graph's links (``lines``), boxes and motion trails; None skips a part."""
+    """What to draw: the neighbour graph's links (``lines``), boxes, motion trails and text labels;
+    None skips a part."""
 
     graph: GraphParams = field(default_factory=GraphParams)
     lines: LineStyle | None = field(default_factory=LineStyle)
     boxes: BoxStyle | None = field(default_factory=BoxStyle)
     trails: TrailStyle | None = None
+    labels: LabelStyle | None = None
 
 
 class TrailHistory:
@@ -259,7 +266,7 @@ class TrailHistory:
 
 
 class OverlayBuilder:
-    """Turns each frame's points into a display list (trails under links under boxes).
+    """Turns each frame's points into a display list (trails under links under boxes, labels on top).
 
     The graph is built per frame with the previous frame's edges (pairs of
     track columns) as ``previous``, so hysteresis works across the stream;
@@ -268,11 +275,13 @@ class OverlayBuilder:
     order (or :meth:`advance` for frames that are not drawn). With a
     :class:`Budget`, a frame whose graph or drawing would need more memory
     than is available raises ``MemoryBudgetError`` first.
+    With ``frame_size`` (width, height) labels stay inside the frame.
     """
 
-    def __init__(self, spec: OverlaySpec, budget: Budget | None = None):
+    def __init__(self, spec: OverlaySpec, budget: Budget | None = None, frame_size: tuple | None = None):
         self.spec = spec
         self.budget = budget
+        self.frame_size = frame_size
         self.edges = None
         trails = spec.trails
         self.history = None if trails is None else TrailHistory(trails.length + trails.smoothing_frames)
@@ -348,6 +357,10 @@ class OverlayBuilder:
             sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
             result += box_overlay(positions[None], valid[None], self.spec.boxes, sizes,
                                   None if opacity is None else opacity[None])[0]
+        if self.spec.labels is not None:
+            sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
+            result += label_overlay(positions[None], valid[None], self.spec.labels, points.texts, sizes,
+                                    None if opacity is None else opacity[None], self.frame_size)[0]
         return result
 
 
@@ -357,8 +370,9 @@ def overlay_frames(frames: Iterable[np.ndarray], points: PointSource, spec: Over
 
     A frame is pulled from ``frames`` only when the next result is asked for.
     """
-    builder = OverlayBuilder(spec)
+    builder = None
     for frame, frame_points in points.pairs(frames):
+        builder = builder or OverlayBuilder(spec, frame_size=(frame.shape[1], frame.shape[0]))
         yield renderer.render(frame, builder(frame_points))
 
 
@@ -605,7 +619,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
 
 
 def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress) -> int:
-    builder = OverlayBuilder(spec, budget)
+    builder = OverlayBuilder(spec, budget, (source.width, source.height))
     first = range_.start
     if points.needs_frames:
         first = 0 if points.warmup is None else max(0, range_.start - points.warmup)
