@@ -36,6 +36,7 @@ from trackoverlay.utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERN
 from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths
 from trackoverlay.utils.graph.neighbours import MODES, GraphParams
 from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
+from trackoverlay.utils.raster.glow import Glow
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json
@@ -212,6 +213,11 @@ def add_style_options(parser) -> None:
     boxes.add_argument("--box-shape", choices=BOX_SHAPES, default="rounded", help="(default: %(default)s)")
     boxes.add_argument("--bracket-length", type=finite, default=0.25, metavar="F", help="0..0.5, bracket arm "
                        "as a fraction of the shorter side (default: %(default)s)")
+    glow = parser.add_argument_group("glow (a soft blurred halo under lines and boxes)")
+    glow.add_argument("--glow-strength", type=finite, default=0.0, metavar="F", help="0..20, the halo's weight; "
+                      "0 = no glow (default: %(default)s)")
+    glow.add_argument("--glow-radius", type=finite, metavar="SIZE", help="how far the halo reaches (the blur's "
+                      f"sigma is a third of it; default: {look('glow_radius')})")
 
 
 def _say(line: str) -> None:
@@ -284,7 +290,7 @@ def overlay_spec(args, height: int) -> OverlaySpec:
     size = look_lengths(height, UNITS[0] if args.units == "pixels" else UNITS[1],
                         **{name: getattr(args, name) for name in ("radius", "max_length", "delta_y_cap",
                                                                   "line_width", "dash_length", "gap_length",
-                                                                  "box_size", "box_stroke")})
+                                                                  "box_size", "box_stroke", "glow_radius")})
     graph = GraphParams(mode=args.graph_mode, k=args.k, radius=size["radius"], max_length=size["max_length"],
                         delta_y_cap=size["delta_y_cap"], degree_cap=args.degree_cap, hysteresis=args.hysteresis)
     lines = None if args.no_lines else LineStyle(
@@ -297,7 +303,7 @@ def overlay_spec(args, height: int) -> OverlaySpec:
         color_mode=args.color_mode, opacity=args.box_opacity, fill_opacity=args.fill_opacity,
         fill_color=args.fill_color, roundness=args.roundness, shape=args.box_shape,
         bracket_length=args.bracket_length)
-    return OverlaySpec(graph, lines, boxes)
+    return OverlaySpec(graph, lines, boxes, Glow(radius=size["glow_radius"], strength=args.glow_strength))
 
 
 def input_mode(args, tracks) -> str:

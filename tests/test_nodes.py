@@ -450,6 +450,33 @@ def test_render_on_the_gpu_matches_the_cpu():
         assert float((on_gpu - on_cpu).abs().max()) <= 2 / 255
 
 
+def test_render_glow_is_off_by_default_and_its_radius_follows_the_frame_height(busy_scene):
+    from trackoverlay.utils.raster.batch import render_batch, render_layers
+    from trackoverlay.utils.raster.cpu import CpuRenderer
+    from trackoverlay.utils.raster.glow import Glow
+
+    image, overlay = busy_scene  # 72 px tall: 5 % of its height is 3.6 px
+    defaults = widget_defaults(NODE_BY_ID["TrackOverlayRender"])
+    assert defaults["glow_strength"] == 0.0 and defaults["glow_radius"] == 1.5
+    plain = render(image, overlay)
+    glowing = run("Render", image=image, overlay=overlay, backend="cpu", glow_radius=5.0, glow_strength=2.0)
+    want = render_batch(image.numpy(), overlay, CpuRenderer(workers=1), with_layer=True,
+                        glow=Glow(radius=3.6, strength=2.0))
+    for got, expected in zip(glowing, (want.frames, want.layer_rgb, want.layer_alpha), strict=True):
+        np.testing.assert_allclose(got.numpy(), expected, atol=1e-6)
+    assert float((glowing[2] - plain[2]).min()) >= 0 and float((glowing[2] - plain[2]).max()) > 0.3
+    layer, alpha = run("RenderLayer", image=image, overlay=overlay, backend="cpu", glow_radius=5.0, glow_strength=2.0)
+    rgb, want_alpha = render_layers(overlay, 6, 72, 96, CpuRenderer(workers=1), glow=Glow(radius=3.6, strength=2.0))
+    np.testing.assert_allclose(alpha.numpy(), want_alpha, atol=1e-6)
+    np.testing.assert_allclose(layer.numpy(), rgb, atol=1e-6)
+
+
+def test_render_refuses_a_glow_strength_out_of_range(busy_scene):
+    image, overlay = busy_scene
+    with pytest.raises(ValueError, match=r"glow strength must be a number in \[0, 20\], got -1"):
+        run("Render", image=image, overlay=overlay, backend="cpu", glow_strength=-1.0)
+
+
 # ------------------------------------- layer outputs: built only where they are read
 
 

@@ -241,11 +241,11 @@ class FailingRenderer:
     def __init__(self, renderer, error, fail_at):
         self.renderer, self.error, self.fail_at, self.calls = renderer, error, fail_at, 0
 
-    def render(self, frame, display_list, out=None):
+    def render(self, frame, display_list, out=None, glow=None):
         if self.calls == self.fail_at:
             raise self.error
         self.calls += 1
-        return self.renderer.render(frame, display_list, out)
+        return self.renderer.render(frame, display_list, out, glow)
 
 
 def demo_points():

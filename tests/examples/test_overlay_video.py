@@ -66,6 +66,23 @@ def test_tracks_file_and_frame_limit(tmp_path, demo_clip_file):
     assert size_rate_count(tmp_path / "out.mp4") == (160, 96, 12, 4)
 
 
+def test_glow_options_reach_the_spec_and_the_frames(tmp_path):
+    from scenes import overlay_video_cli
+    from trackoverlay.utils.raster.glow import Glow
+
+    cli = overlay_video_cli()
+    spec = lambda *args: cli.overlay_spec(cli.build_parser().parse_args(list(args)), 1080).glow  # noqa: E731
+    assert spec().radius == pytest.approx(16.2) and not spec().enabled  # 1.5 % of 1080 px, off
+    assert spec("--glow-strength", "2").strength == 2.0 and spec("--glow-strength", "2").enabled
+    assert spec("--glow-strength", "2", "--glow-radius", "10", "--units", "pixels") == Glow(radius=10.0, strength=2.0)
+    lit = {}
+    for name, extra in (("plain", []), ("glow", ["--glow-strength", 3])):
+        result = run_cli("--size", "160x90", "--frames", 1, "-o", f"{name}/", "--backend", "cpu", *extra, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        lit[name] = np.count_nonzero(cv2.imread(str(tmp_path / name / "frame_000000.png")).max(axis=2) > 60)
+    assert lit["glow"] > 1.3 * lit["plain"]  # the halo lights pixels around every line and box
+
+
 def test_ctrl_c_leaves_no_file(tmp_path):
     process = subprocess.Popen([sys.executable, str(SCRIPT), "--size", "640x360", "--frames", "2000"],
                                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

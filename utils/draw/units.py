@@ -22,6 +22,7 @@ DEFAULT_LOOK = {
     "radius": 28.0,
     "max_length": 0.0,  # 0 = no limit
     "delta_y_cap": 0.0,  # 0 = no limit
+    "glow_radius": 1.5,  # drawn only with a glow strength above 0
 }
 """The default lengths, in percent of the frame height."""
 

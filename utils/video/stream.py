@@ -44,6 +44,7 @@ from ..draw.display_list import DisplayList
 from ..draw.overlays import box_overlay, link_polylines
 from ..draw.styles import BoxStyle, LineStyle
 from ..graph.neighbours import GraphParams, build_edges, edge_lengths
+from ..raster.glow import Glow
 from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
 from ..tracks.detect import TrackDetector
@@ -210,11 +211,12 @@ class DemoPoints(PointSource):
 
 @dataclass(frozen=True)
 class OverlaySpec:
-    """What to draw: the neighbour graph's links (``lines``) and boxes; None skips a part."""
+    """What to draw: the neighbour graph's links (``lines``) and boxes (None skips a part), and their ``glow``."""
 
     graph: GraphParams = field(default_factory=GraphParams)
     lines: LineStyle | None = field(default_factory=LineStyle)
     boxes: BoxStyle | None = field(default_factory=BoxStyle)
+    glow: Glow = field(default_factory=Glow)
 
 
 class OverlayBuilder:
@@ -301,12 +303,14 @@ def overlay_frames(frames: Iterable[np.ndarray], points: PointSource, spec: Over
     """
     builder = OverlayBuilder(spec)
     for frame, frame_points in points.pairs(frames):
-        yield renderer.render(frame, builder(frame_points))
+        yield renderer.render(frame, builder(frame_points), glow=spec.glow)
 
 
-def layer_rgba(renderer, display_list: DisplayList, height: int, width: int, out: np.ndarray | None = None):
-    """The overlay alone as uint8 RGBA [H, W, 4], straight alpha, from the renderer's ``render_layer``."""
-    rgb, alpha = renderer.render_layer(display_list, height, width)
+def layer_rgba(renderer, display_list: DisplayList, height: int, width: int, out: np.ndarray | None = None,
+               glow: Glow | None = None):
+    """The overlay alone (with its ``glow``) as uint8 RGBA [H, W, 4], straight alpha, from the renderer's
+    ``render_layer``."""
+    rgb, alpha = renderer.render_layer(display_list, height, width, glow=glow)
     out = np.empty((height, width, 4), np.uint8) if out is None else out
     np.multiply(rgb, 255.0, out=rgb)
     rgb += 0.5
@@ -532,6 +536,8 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
         range_ = FrameRange(start_frame, end_frame, max_frames)
         budget = Budget() if budget is None else budget
         budget.check_frames(source.width, source.height, 2 * QUEUE_DEPTH + 4)
+        if spec.glow.enabled:
+            budget.check_glow(source.width, source.height)
         _preflight(points, spec, budget, range_)
         writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio)
         try:
@@ -578,9 +584,9 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
             buffer = np.empty((*size, channels), np.uint8)
         display_list = builder(frame_points, item.index)
         if layer_only:
-            drawn = layer_rgba(renderer, display_list, *size, buffer)
+            drawn = layer_rgba(renderer, display_list, *size, buffer, glow=spec.glow)
         else:
-            drawn = renderer.render(image, display_list, out=buffer)
+            drawn = renderer.render(image, display_list, out=buffer, glow=spec.glow)
         return item.index, item.time, drawn
 
     def write(result) -> None:
