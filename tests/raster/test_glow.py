@@ -91,7 +91,7 @@ def test_halo_beside_a_line_is_the_gaussian_at_that_distance(renderer):
 
 
 def test_halo_at_the_frame_edge_sees_nothing_beyond_it(renderer):
-    frame, display_list = line_scene()
+    _, display_list = line_scene()
     glow = Glow(radius=6.0, strength=1.5)
     weights = gaussian(6.0)
     _, alpha = renderer.render_layer(display_list, 40, 80, glow=glow)
