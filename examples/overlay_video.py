@@ -158,7 +158,8 @@ def add_detect_options(parser) -> None:
 def add_graph_options(parser) -> None:
     group = parser.add_argument_group("links (neighbour graph)")
     group.add_argument("--graph-mode", choices=MODES, default="knn", help="knn: k nearest; radius: all "
-                       "within --radius (default: %(default)s)")
+                       "within --radius; delaunay: the Delaunay triangulation; mst: the minimum spanning tree "
+                       "(default: %(default)s)")
     group.add_argument("--k", type=whole(1, MAX_POINTS), default=3, metavar="N", help="neighbours per point (default: "
                        "%(default)s)")
     group.add_argument("--radius", type=finite, metavar="SIZE", help="link distance in radius mode "

@@ -53,7 +53,9 @@ def graph_widgets() -> list:
     limits = GRAPH_RANGES
     return [
         combo("mode", MODES, _GRAPH["mode"], "knn: each point links to its k nearest; radius: every pair closer "
-              "than 'radius'."),
+              "than 'radius'; delaunay: the Delaunay triangulation (a mesh of triangles); mst: the minimum "
+              "spanning tree (the shortest links that join every point, no loops). The caps and hysteresis "
+              "below apply to all."),
         int_input("k", _GRAPH["k"], limits["k"], "Neighbours per point (knn mode)."),
         float_input("radius", _GRAPH["radius"], limits["radius"], "Link distance in radius mode" + _SIZE + "."),
         float_input("max_length", _GRAPH["max_length"], limits["max_length"],
@@ -130,10 +132,10 @@ class LineLinksNode(io.ComfyNode):
             display_name="Line Links",
             category=DRAW_CATEGORY,
             search_aliases=["plexus", "tracking overlay", "connect points", "knn lines", "constellation",
-                            "network lines", "bezier links"],
-            description="Links every visible tracked point to its nearest neighbours (k nearest, or all within "
-                        "a radius) with anti-aliased lines or Bezier curves; hysteresis keeps links from "
-                        "flickering.",
+                            "network lines", "bezier links", "delaunay", "triangulation", "spanning tree"],
+            description="Links every visible tracked point to its nearest neighbours (k nearest, all within "
+                        "a radius, a Delaunay triangulation or a minimum spanning tree) with anti-aliased lines or "
+                        "Bezier curves; hysteresis keeps links from flickering.",
             inputs=[tracks_input(), *graph_widgets(), units_input(), *line_widgets(),
                     reference_input()],
             outputs=[Overlay.Output("overlay", tooltip=OVERLAY_OUT)],

@@ -252,6 +252,16 @@ def test_line_links_graph_widgets_reach_the_graph():
     assert counts == [2, 1, 2]
 
 
+def test_line_links_draw_the_delaunay_triangulation_and_the_spanning_tree():
+    square = make_tracks([[[10, 10], [50, 10], [10, 50], [50, 50], [30, 30]]])  # a square and its centre
+    (mesh,) = run("LineLinks", tracks=square, mode="delaunay", curve="straight")
+    (tree,) = run("LineLinks", tracks=square, mode="mst", curve="straight")
+    (short,) = run("LineLinks", tracks=square, mode="delaunay", max_length=30.0, curve="straight")
+    assert [overlay[0].primitive_count for overlay in (mesh, tree, short)] == [8, 4, 4]  # 4 sides of 40 px dropped
+    widget = next(item for item in NODE_BY_ID["TrackOverlayLineLinks"].GET_SCHEMA().inputs if item.id == "mode")
+    assert widget.options == ["knn", "radius", "delaunay", "mst"]
+
+
 def test_line_links_bad_colour_names_the_field():
     with pytest.raises(ValueError, match="line color_end '#12' is not a colour"):
         run("LineLinks", tracks=make_tracks([[[1, 1], [5, 5]]]), color_end="#12")

@@ -62,6 +62,8 @@ ERRORS = [
     pytest.param(["--line-color", "red"], r"line color 'red' is not a colour", id="line-colour-name"),
     pytest.param(["--roundness", "2"], r"box roundness must be a number in \[0, 1\], got 2", id="roundness-2"),
     pytest.param(["--curve", "wiggly"], r"argument --curve: invalid choice: 'wiggly'", id="curve-unknown"),
+    pytest.param(["--graph-mode", "voronoi"], r"--graph-mode: invalid choice: 'voronoi' \(choose from '?knn'?, "
+                 r"'?radius'?, '?delaunay'?, '?mst'?\)", id="graph-mode-unknown"),
     pytest.param(["--glow-strength", "25"], r"glow strength must be a number in \[0, 20\], got 25", id="glow-strength"),
     pytest.param(["--glow-strength", "1", "--glow-radius", "-2"],
                  r"glow radius \(% of frame height\) must be a number in \[0, inf\], got -2", id="glow-radius"),
