@@ -119,6 +119,15 @@ def test_a_glow_too_large_for_the_memory_budget_is_refused_before_any_output(dem
                  budget=budget, max_frames=1)  # the same budget without the glow
 
 
+@pytest.mark.parametrize("canvas", [True, False])
+def test_a_demo_or_canvas_source_from_a_start_frame_gives_every_later_frame(demo_clip, canvas):
+    source = FrameSource.from_demo(demo_clip, canvas=canvas)
+    frames = list(source.timed(3))
+    assert [item.index for item in frames] == list(range(3, demo_clip.frame_count))
+    if not canvas:
+        np.testing.assert_array_equal(frames[0].image, demo_clip.frame(3))
+
+
 def test_hysteresis_carries_edges_between_frames():
     """Edges are track-column pairs kept from frame to frame: a sticky edge beats a slightly nearer newcomer."""
     spec = OverlaySpec(GraphParams(k=1, hysteresis=0.5), LineStyle(), None)

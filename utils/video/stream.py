@@ -363,6 +363,7 @@ class FrameSource:
                 self.close()
                 self.frames = iter_video_frames(self.path, start)
             return self.frames.timed()
+        skip = start
         if self.clip is not None and start:
             if start >= self.clip.frame_count:
                 raise ValueError(f"the video has {self.clip.frame_count} frames; it has no frame {start} to "
@@ -371,7 +372,8 @@ class FrameSource:
             count = self.clip.frame_count - start
             self.frames = _canvas(self.clip, count) if self.canvas else (
                 self.clip.frame(index) for index in range(start, self.clip.frame_count))
-        frames = itertools.islice(self.frames, start, None) if start else self.frames
+            skip = 0  # the clip's frames now begin at ``start``
+        frames = itertools.islice(self.frames, skip, None) if skip else self.frames
         return (DecodedFrame(image, index, Fraction(index) / self.fps) for index, image in enumerate(frames, start))
 
     def report(self, start: int, drawn: int, to_the_end: bool) -> None:
