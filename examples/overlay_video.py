@@ -32,7 +32,15 @@ import av
 from tqdm import tqdm
 from trackoverlay.utils.core.log import LOGGER
 from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
-from trackoverlay.utils.draw.styles import BOX_SHAPES, COLOR_MODES, LINE_PATTERNS, SIZE_MODES, BoxStyle, LineStyle
+from trackoverlay.utils.draw.styles import (
+    BOX_SHAPES,
+    COLOR_MODES,
+    DEFAULT_GRADIENT,
+    LINE_PATTERNS,
+    SIZE_MODES,
+    BoxStyle,
+    LineStyle,
+)
 from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths
 from trackoverlay.utils.graph.neighbours import MODES, GraphParams
 from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
@@ -194,8 +202,16 @@ def add_style_options(parser) -> None:
     lines.add_argument("--bend", type=finite, default=0.2, metavar="F", help="-2..2, how far curves bow, as a "
                        "fraction of the link's length (default: %(default)s)")
     lines.add_argument("--bend-side", choices=BEND_SIDES, default="alternate", help="(default: %(default)s)")
-    lines.add_argument("--color-mode", choices=COLOR_MODES, default="single", help="one colour, or a palette "
-                       "colour per track, for lines and boxes (default: %(default)s)")
+    lines.add_argument("--color-mode", choices=COLOR_MODES, default="single", help="one colour, a palette "
+                       "colour per track, or each track's speed, direction of motion or age through "
+                       "--gradient-colors, for lines and boxes (default: %(default)s)")
+    lines.add_argument("--gradient-colors", default=DEFAULT_GRADIENT, metavar="HEX,HEX,...", help="two or more "
+                       "colours, evenly spaced, for --color-mode speed, direction (round the colours: 0 degrees = "
+                       "moving right, 90 = up) and age (default: %(default)s)")
+    lines.add_argument("--speed-range", type=finite, metavar="SIZE", help="speed per frame that reaches the last "
+                       f"gradient colour (default: {look('speed_range')} per frame)")
+    lines.add_argument("--age-range", type=finite, default=90.0, metavar="FRAMES", help="age that reaches the "
+                       "last gradient colour (default: %(default)s)")
     boxes = parser.add_argument_group("box style")
     boxes.add_argument("--no-boxes", action="store_true", help="draw no boxes")
     boxes.add_argument("--box-size", type=finite, metavar="SIZE", help="width and height "
@@ -291,19 +307,22 @@ def overlay_spec(args, height: int) -> OverlaySpec:
     size = look_lengths(height, UNITS[0] if args.units == "pixels" else UNITS[1],
                         **{name: getattr(args, name) for name in ("radius", "max_length", "delta_y_cap",
                                                                   "line_width", "dash_length", "gap_length",
-                                                                  "box_size", "box_stroke", "glow_radius")})
+                                                                  "box_size", "box_stroke", "glow_radius",
+                                                                  "speed_range")})
+    motion = {"gradient_colors": args.gradient_colors, "speed_range": size["speed_range"],
+              "age_range": args.age_range}
     graph = GraphParams(mode=args.graph_mode, k=args.k, radius=size["radius"], max_length=size["max_length"],
                         delta_y_cap=size["delta_y_cap"], degree_cap=args.degree_cap, hysteresis=args.hysteresis)
     lines = None if args.no_lines else LineStyle(
         width=size["line_width"], color=args.line_color, color_end=args.line_color_end,
         color_mode=args.color_mode, gradient=args.gradient, opacity=args.line_opacity, pattern=args.pattern,
         dash_length=size["dash_length"], gap_length=size["gap_length"], curve=args.curve, bend=args.bend,
-        bend_side=args.bend_side)
+        bend_side=args.bend_side, **motion)
     boxes = None if args.no_boxes else BoxStyle(
         size=size["box_size"], size_mode=args.box_size_mode, stroke_width=size["box_stroke"], color=args.box_color,
         color_mode=args.color_mode, opacity=args.box_opacity, fill_opacity=args.fill_opacity,
         fill_color=args.fill_color, roundness=args.roundness, shape=args.box_shape,
-        bracket_length=args.bracket_length)
+        bracket_length=args.bracket_length, **motion)
     return OverlaySpec(graph, lines, boxes, Glow(radius=size["glow_radius"], strength=args.glow_strength))
 
 

@@ -262,6 +262,26 @@ def test_line_links_draw_the_delaunay_triangulation_and_the_spanning_tree():
     assert widget.options == ["knn", "radius", "delaunay", "mst"]
 
 
+def test_line_links_and_boxes_colour_by_speed_and_age_through_the_gradient():
+    tracks = make_tracks([[[10, 10], [60, 10]], [[13, 14], [60, 10]], [[13, 14], [60, 20]]])  # moves of 5 and 10
+    reference = frames(1, height=200)  # 5 % of 200 px = 10 px per frame reaches the last colour
+    (links,) = run("LineLinks", tracks=tracks, k=1, color_mode="speed", gradient_colors="#000000,#FFFFFF",
+                   gradient=True, units=PERCENT, reference=reference, speed_range=5.0, width=0.5, opacity=1.0)
+    np.testing.assert_allclose(links[1].layers[0].color_start, [[0.5, 0.5, 0.5, 1.0]], atol=1e-6)  # track 0: 5 px
+    np.testing.assert_allclose(links[1].layers[0].color_end, [[0, 0, 0, 1.0]], atol=1e-6)  # track 1: still
+    np.testing.assert_allclose(links[2].layers[0].color_end, [[1, 1, 1, 1.0]], atol=1e-6)  # track 1: 10 px
+    extra = [{"x": 0, "y": 0, "width": 4, "height": 4}]
+    (boxes,) = run("Boxes", tracks=tracks, color_mode="age", gradient_colors="#FF0000,#0000FF", age_range=2.0,
+                   boxes=extra, opacity=1.0)
+    np.testing.assert_allclose(boxes[2].layers[0].stroke_color, [[0, 0, 1, 1], [0, 0, 1, 1]], atol=1e-6)
+    np.testing.assert_allclose(boxes[1].layers[0].stroke_color, [[0.5, 0, 0.5, 1]] * 2, atol=1e-6)
+    np.testing.assert_allclose(boxes[0].layers[1].stroke_color, [[1, 0, 0, 1]], atol=1e-6)  # given boxes: still, new
+    with pytest.raises(ValueError, match="box gradient_colors '#0000FF' must name at least 2 colours"):
+        run("Boxes", tracks=tracks, color_mode="age", gradient_colors="#0000FF")
+    with pytest.raises(ValueError, match="line gradient_colors entry 2 'blue' is not a colour"):
+        run("LineLinks", tracks=tracks, color_mode="speed", gradient_colors="#FF0000, blue")
+
+
 def test_line_links_bad_colour_names_the_field():
     with pytest.raises(ValueError, match="line color_end '#12' is not a colour"):
         run("LineLinks", tracks=make_tracks([[[1, 1], [5, 5]]]), color_end="#12")

@@ -83,6 +83,19 @@ def test_glow_options_reach_the_spec_and_the_frames(tmp_path):
     assert lit["glow"] > 1.3 * lit["plain"]  # the halo lights pixels around every line and box
 
 
+def test_motion_colour_options_reach_both_styles():
+    from scenes import overlay_video_cli
+
+    cli = overlay_video_cli()
+    args = cli.build_parser().parse_args(["--color-mode", "direction", "--gradient-colors", "#FF0000,#0000FF",
+                                          "--speed-range", "1", "--age-range", "30"])
+    spec = cli.overlay_spec(args, 1080)
+    for style in (spec.lines, spec.boxes):
+        assert (style.color_mode, style.gradient_colors, style.age_range) == ("direction", "#FF0000,#0000FF", 30.0)
+        assert style.speed_range == pytest.approx(10.8)  # 1 % of 1080 px per frame
+    assert cli.overlay_spec(cli.build_parser().parse_args([]), 1000).lines.speed_range == pytest.approx(20.0)
+
+
 def test_ctrl_c_leaves_no_file(tmp_path):
     process = subprocess.Popen([sys.executable, str(SCRIPT), "--size", "640x360", "--frames", "2000"],
                                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

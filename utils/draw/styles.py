@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.checks import Range, check_choice, check_range
-from .colors import parse_color
+from .colors import parse_color, parse_gradient
 from .curves import BEND_SIDES, CURVE_KINDS
 
-COLOR_MODES = ("single", "track")
+COLOR_MODES = ("single", "track", "speed", "direction", "age")
+DEFAULT_GRADIENT = "#00E5FF,#FFD600,#FF1744"
 LINE_PATTERNS = ("solid", "dashed", "dotted")
 BOX_SHAPES = ("rounded", "brackets")
 SIZE_MODES = ("fixed", "track")
@@ -20,6 +21,8 @@ LINE_RANGES = {
     "dash_length": Range(0.0, 100_000.0, low_open=True),  # 0 passes unless the pattern is dashed
     "gap_length": Range(0.0, 100_000.0, low_open=True),  # 0 passes for solid lines
     "bend": Range(-2.0, 2.0),
+    "speed_range": Range(0.0, 100_000.0, low_open=True),
+    "age_range": Range(0.0, 10_000_000.0, low_open=True),
 }
 BOX_RANGES = {
     "size": Range(0.0, 100_000.0),
@@ -28,6 +31,8 @@ BOX_RANGES = {
     "fill_opacity": Range(0.0, 1.0),
     "roundness": Range(0.0, 1.0),
     "bracket_length": Range(0.0, 0.5),
+    "speed_range": LINE_RANGES["speed_range"],
+    "age_range": LINE_RANGES["age_range"],
 }
 
 
@@ -38,6 +43,10 @@ class LineStyle:
     ``color_mode='track'`` colours each edge from the track palette (by the
     lower track id, or a gradient between both ends when ``gradient``);
     ``single`` uses ``color``, fading to ``color_end`` when ``gradient``.
+    ``speed``, ``direction`` and ``age`` colour each end's track by its
+    motion (see :mod:`.motion`) through ``gradient_colors`` (two or more,
+    comma-separated), like ``track``: speed in pixels per frame over
+    ``speed_range``, age in frames over ``age_range``.
     """
 
     width: float = 2.0
@@ -52,6 +61,9 @@ class LineStyle:
     curve: str = "quadratic"
     bend: float = 0.3
     bend_side: str = "alternate"
+    gradient_colors: str = DEFAULT_GRADIENT
+    speed_range: float = 20.0
+    age_range: float = 90.0
 
     def __post_init__(self):
         ranges = LINE_RANGES
@@ -66,6 +78,7 @@ class LineStyle:
         check_choice("curve", self.curve, CURVE_KINDS)
         check_range("bend", self.bend, ranges["bend"])
         check_choice("bend side", self.bend_side, BEND_SIDES)
+        _check_motion_colors("line", self)
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,7 @@ class BoxStyle:
 
     ``roundness`` is the corner radius as a fraction of half the shorter side;
     ``bracket_length`` the corner-bracket arm as a fraction of the shorter side.
+    ``color_mode`` and the gradient fields work as in :class:`LineStyle` (per box).
     """
 
     size: float = 40.0
@@ -87,6 +101,9 @@ class BoxStyle:
     roundness: float = 0.3
     shape: str = "rounded"
     bracket_length: float = 0.25
+    gradient_colors: str = DEFAULT_GRADIENT
+    speed_range: float = 20.0
+    age_range: float = 90.0
 
     def __post_init__(self):
         ranges = BOX_RANGES
@@ -102,3 +119,11 @@ class BoxStyle:
         check_range("box roundness", self.roundness, ranges["roundness"])
         check_choice("box shape", self.shape, BOX_SHAPES)
         check_range("box bracket length", self.bracket_length, ranges["bracket_length"])
+        _check_motion_colors("box", self)
+
+
+def _check_motion_colors(what: str, style) -> None:
+    """The gradient fields of a line or box style (checked whatever the colour mode, so a bad one never waits)."""
+    parse_gradient(style.gradient_colors, f"{what} gradient_colors")
+    check_range(f"{what} speed range", style.speed_range, LINE_RANGES["speed_range"])
+    check_range(f"{what} age range", style.age_range, LINE_RANGES["age_range"])

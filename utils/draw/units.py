@@ -23,6 +23,7 @@ DEFAULT_LOOK = {
     "max_length": 0.0,  # 0 = no limit
     "delta_y_cap": 0.0,  # 0 = no limit
     "glow_radius": 1.5,  # drawn only with a glow strength above 0
+    "speed_range": 2.0,  # per frame; used only by the colour mode 'speed'
 }
 """The default lengths, in percent of the frame height."""
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
+from ..draw.motion import MOTION_MODES, MotionTracker, motion_colors
 from ..draw.overlays import box_overlay, link_polylines
 from ..draw.styles import BoxStyle, LineStyle
 from ..graph.neighbours import GraphParams, build_edges, edge_lengths
@@ -223,16 +224,25 @@ class OverlayBuilder:
     """Turns each frame's points into a display list (links under boxes).
 
     The graph is built per frame with the previous frame's edges (pairs of
-    track columns) as ``previous``, so hysteresis works across the stream.
-    Call it once per frame, in order (or :meth:`advance` for frames that are
-    not drawn). With a :class:`Budget`, a frame whose graph or drawing would
-    need more memory than is available raises ``MemoryBudgetError`` first.
+    track columns) as ``previous``, so hysteresis works across the stream;
+    colours by motion or age keep the previous positions and each column's
+    first frame (:class:`~..draw.motion.MotionTracker`). Call it once per
+    frame, in order (or :meth:`advance` for frames that are not drawn). With
+    a :class:`Budget`, a frame whose graph or drawing would need more memory
+    than is available raises ``MemoryBudgetError`` first.
     """
 
     def __init__(self, spec: OverlaySpec, budget: Budget | None = None):
         self.spec = spec
         self.budget = budget
         self.edges = None
+        styles = [style for style in (spec.lines, spec.boxes) if style is not None]
+        self.motion = MotionTracker() if any(style.color_mode in MOTION_MODES for style in styles) else None
+
+    @property
+    def needs_history(self) -> bool:
+        """Whether a frame's picture depends on the frames before it (hysteresis, colours by motion or age)."""
+        return (self.spec.lines is not None and self.spec.graph.hysteresis > 0) or self.motion is not None
 
     def _graph(self, points: FramePoints, where: str):
         positions = np.asarray(points.positions, np.float32)
@@ -245,9 +255,23 @@ class OverlayBuilder:
         return positions, valid
 
     def advance(self, points: FramePoints) -> None:
-        """Update the graph's memory with a frame that is not drawn (before a frame range)."""
+        """Update the graph's and the motion's memory with a frame that is not drawn (before a frame range)."""
         if self.spec.lines is not None and self.spec.graph.hysteresis > 0:
             self._graph(points, "a frame before the range")
+        if self.motion is not None:
+            self._motion(points)
+
+    def _motion(self, points: FramePoints):
+        """This frame's motion (and the tracker's memory of it), or None without motion colours."""
+        if self.motion is None:
+            return None
+        positions = np.asarray(points.positions, np.float32)
+        return self.motion(positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1))
+
+    @staticmethod
+    def _colors(style, motion):
+        return None if style is None or motion is None or style.color_mode not in MOTION_MODES else \
+            motion_colors(style, motion)
 
     def _check_budget(self, points: FramePoints, positions, valid, where: str) -> None:
         lines, boxes = self.spec.lines, self.spec.boxes
@@ -282,16 +306,18 @@ class OverlayBuilder:
         where = "a frame" if index is None else f"frame {index}"
         positions, valid = self._graph(points, where)
         self._check_budget(points, positions, valid, where)
+        motion = self._motion(points)
         opacity = None if points.opacity is None else np.asarray(points.opacity, np.float32)
         result = DisplayList()
         if self.spec.lines is not None:
             ids = np.arange(len(valid))
             result += DisplayList((link_polylines(np.nan_to_num(positions), ids, self.edges, self.spec.lines,
-                                                  opacity),))
+                                                  opacity, self._colors(self.spec.lines, motion)),))
         if self.spec.boxes is not None:
             sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
+            colors = self._colors(self.spec.boxes, motion)
             result += box_overlay(positions[None], valid[None], self.spec.boxes, sizes,
-                                  None if opacity is None else opacity[None])[0]
+                                  None if opacity is None else opacity[None], None if colors is None else colors[None])[0]
         return result
 
 
@@ -491,7 +517,7 @@ def _warm_up(pairs: Iterator[tuple[DecodedFrame, FramePoints]], points: PointSou
                 break
             builder.advance(pair[1])
         return pairs if first is None else itertools.chain([first], pairs)
-    if builder.spec.lines is not None and builder.spec.graph.hysteresis > 0:
+    if builder.needs_history:
         for index in range(range_.start):
             builder.advance(points(index, None))
     return pairs
