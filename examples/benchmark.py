@@ -25,6 +25,9 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          frame), and one frame drawn on the CPU, or on the GPU with the frame resident
   labels 1000 text labels at 4K ('#{id:03d}', DejaVu Sans at 37 px = the CLI's default
          1.7 % of the frame height, on plates, kept on screen): building them, then drawing them
+  glow   the s1 scene (4K, 100 points) with the default glow (radius 1.5 % of the frame height, strength 2):
+         CPU render with and without it and the CPU glow alone; on the GPU the resident render with and
+         without it, the dense layer + row blur, and the same blur by cupyx.scipy.ndimage for comparison
 
 Examples:
   python examples/benchmark.py --scene chain-4k-100 --backend gpu
@@ -34,6 +37,7 @@ Examples:
   python examples/benchmark.py --scene detect --repeat 30
   python examples/benchmark.py --scene trails --backend gpu
   python examples/benchmark.py --scene labels --backend gpu
+  python examples/benchmark.py --scene glow --backend gpu
 """
 
 from __future__ import annotations
@@ -56,10 +60,12 @@ from trackoverlay.utils.draw.overlays import (
     trail_overlay,
 )
 from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
+from trackoverlay.utils.draw.units import look_lengths
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges, knn_cpu
 from trackoverlay.utils.raster.backend import make_renderer, select_backend
 from trackoverlay.utils.raster.batch import render_batch
 from trackoverlay.utils.raster.cpu import CpuRenderer
+from trackoverlay.utils.raster.glow import Glow, gaussian_weights, glow_layer
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 
@@ -383,6 +389,79 @@ def bench_knn(repeat: int, backend: str) -> dict:
     return results
 
 
+# ------------------------------------------------------------------ glow (scene "glow")
+
+
+def scene_glow(height: int) -> Glow:
+    """The default glow radius (1.5 % of the frame height) at strength 2."""
+    return Glow(radius=look_lengths(height, glow_radius=None)["glow_radius"], strength=2.0)
+
+
+def bench_glow(points, frame, repeat: int, backend: str) -> dict:
+    """Milliseconds per frame with and without the glow: CPU always, GPU resident when the backend is gpu."""
+    height, width = frame.shape[:2]
+    glow = scene_glow(height)
+    display_list = cpu_display_list(points)
+    renderer = CpuRenderer()
+    layer = renderer.rasterize(display_list, height, width)
+    results = {"glow": f"radius {glow.radius:g} px, sigma {glow.radius / 3:.2f}, "
+                       f"{len(gaussian_weights(glow.radius))} taps, strength {glow.strength:g}",
+               "cpu render, no glow": median(timed(lambda: renderer.render(frame, display_list), repeat)),
+               "cpu render with glow": median(timed(lambda: renderer.render(frame, display_list, glow=glow), repeat)),
+               "cpu glow alone (glow_layer of the rasterised layer)": median(timed(lambda: glow_layer(layer, glow),
+                                                                                   repeat))}
+    renderer.close()
+    if backend == "gpu":
+        results.update(bench_glow_gpu(display_list, frame, glow, repeat))
+    return results
+
+
+def bench_glow_gpu(display_list, frame, glow: Glow, repeat: int) -> dict:
+    """The resident render with and without the glow (GPU events), and the blur by cupyx for comparison."""
+    import cupy
+    from trackoverlay.utils.raster.gpu import GpuRenderer
+
+    height, width = frame.shape[:2]
+    renderer = GpuRenderer()
+    scene = renderer.upload(display_list)
+    device_frame = cupy.asarray(frame)
+    out = cupy.empty_like(device_frame)
+    results = {"gpu resident render, no glow": gpu_span(lambda: renderer.render_device(device_frame, scene, out),
+                                                        repeat),
+               "gpu resident render with glow": gpu_span(
+                   lambda: renderer.render_device(device_frame, scene, out, glow=glow), repeat)}
+    results["gpu glow cost (with - without)"] = (results["gpu resident render with glow"]
+                                                 - results["gpu resident render, no glow"])
+    bins = renderer.bin(scene, height, width)
+    with renderer._on_stream():
+        results["gpu dense layer + row blur (own kernels)"] = gpu_span(
+            lambda: renderer._glow_halo(scene, bins, 0, height, width, glow), repeat)
+    results.update(bench_cupyx_blur(height, width, gaussian_weights(glow.radius), repeat))
+    renderer.close()
+    return results
+
+
+def bench_cupyx_blur(height: int, width: int, weights, repeat: int) -> dict:
+    """The same separable blur (rows then columns, zero outside) by cupyx.scipy.ndimage.correlate1d."""
+    import cupy
+    from cupyx.scipy import ndimage
+
+    device_weights = cupy.asarray(weights)
+    results = {}
+    for dtype in (cupy.float32, cupy.float16):
+        layer = cupy.random.default_rng(0).random((height, width, 4), dtype=cupy.float32).astype(dtype)
+
+        def blur(layer=layer):
+            rows = ndimage.correlate1d(layer, device_weights, axis=1, mode="constant")
+            return ndimage.correlate1d(rows, device_weights, axis=0, mode="constant")
+
+        try:
+            results[f"cupyx correlate1d rows + columns, {cupy.dtype(dtype).name}"] = gpu_span(blur, repeat)
+        except Exception as error:  # noqa: BLE001 - a dtype cupyx refuses is reported, not fatal
+            results[f"cupyx correlate1d rows + columns, {cupy.dtype(dtype).name}"] = f"failed ({error})"
+    return results
+
+
 # ------------------------------------------------------------------ video path (scene "video")
 
 
@@ -527,7 +606,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
     parser.add_argument("--scene", choices=tuple(CHAINS) + tuple(SCENES) + ("knn", "video", "detect", "trails",
-                                                                          "labels"),
+                                                                          "labels", "glow"),
                         default="chain-4k-100")
     parser.add_argument("--size", type=parse_size, help="frame size WxH of a kernel scene (default: the scene's)")
     parser.add_argument("--frame-dtype", choices=("uint8", "float32"), default="uint8",
@@ -561,6 +640,11 @@ def main(argv=None) -> int:
         width, height = args.size or parse_size(LABELS[1])
         points, frame = scene_inputs(LABELS[0], width, height, args.frame_dtype)
         stages = bench_labels(points, frame, args.repeat, backend)
+        size = f"{width}x{height}"
+    elif args.scene == "glow":
+        width, height = args.size or parse_size(SCENES["s1"][1])
+        points, frame = scene_inputs(SCENES["s1"][0], width, height, args.frame_dtype)
+        stages = bench_glow(points, frame, args.repeat, backend)
         size = f"{width}x{height}"
     elif args.scene in CHAINS:
         stages = bench_chain(args.scene, backend, args.repeat)

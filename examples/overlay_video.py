@@ -37,6 +37,8 @@ from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from trackoverlay.utils.draw.styles import (
     BOX_SHAPES,
     COLOR_MODES,
+    PALETTE_MODES,
+    DEFAULT_GRADIENT,
     LABEL_PLACEMENTS,
     LABEL_TEXTS,
     LINE_PATTERNS,
@@ -49,6 +51,7 @@ from trackoverlay.utils.draw.styles import (
 from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths, pixels_per_unit
 from trackoverlay.utils.graph.neighbours import MODES, GraphParams
 from trackoverlay.utils.raster.backend import BACKENDS, make_renderer
+from trackoverlay.utils.raster.glow import Glow
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json
@@ -171,7 +174,8 @@ def add_detect_options(parser) -> None:
 def add_graph_options(parser) -> None:
     group = parser.add_argument_group("links (neighbour graph)")
     group.add_argument("--graph-mode", choices=MODES, default="knn", help="knn: k nearest; radius: all "
-                       "within --radius (default: %(default)s)")
+                       "within --radius; delaunay: the Delaunay triangulation; mst: the minimum spanning tree "
+                       "(default: %(default)s)")
     group.add_argument("--k", type=whole(1, MAX_POINTS), default=3, metavar="N", help="neighbours per point (default: "
                        "%(default)s)")
     group.add_argument("--radius", type=finite, metavar="SIZE", help="link distance in radius mode "
@@ -206,8 +210,17 @@ def add_style_options(parser) -> None:
     lines.add_argument("--bend", type=finite, default=0.2, metavar="F", help="-2..2, how far curves bow, as a "
                        "fraction of the link's length (default: %(default)s)")
     lines.add_argument("--bend-side", choices=BEND_SIDES, default="alternate", help="(default: %(default)s)")
-    lines.add_argument("--color-mode", choices=COLOR_MODES, default="single", help="one colour, or a palette "
-                       "colour per track, for lines, boxes and trails (default: %(default)s)")
+    lines.add_argument("--color-mode", choices=COLOR_MODES, default="single", help="one colour, a palette "
+                       "colour per track, or each track's speed, direction of motion or age through "
+                       "--gradient-colors, for lines and boxes; trails and labels take single or track "
+                       "(default: %(default)s)")
+    lines.add_argument("--gradient-colors", default=DEFAULT_GRADIENT, metavar="HEX,HEX,...", help="two or more "
+                       "colours, evenly spaced, for --color-mode speed, direction (round the colours: 0 degrees = "
+                       "moving right, 90 = up) and age (default: %(default)s)")
+    lines.add_argument("--speed-range", type=finite, metavar="SIZE", help="speed per frame that reaches the last "
+                       f"gradient colour (default: {look('speed_range')} per frame)")
+    lines.add_argument("--age-range", type=finite, default=90.0, metavar="FRAMES", help="age that reaches the "
+                       "last gradient colour (default: %(default)s)")
     boxes = parser.add_argument_group("box style")
     boxes.add_argument("--no-boxes", action="store_true", help="draw no boxes")
     boxes.add_argument("--box-size", type=finite, metavar="SIZE", help="width and height "
@@ -240,7 +253,7 @@ def add_style_options(parser) -> None:
     trails.add_argument("--trail-smoothing", type=finite, metavar="F", help="0..1, averages each position over up "
                         f"to 17 frames against jitter (default: {TRAIL.smoothing:g})")
     trails.add_argument("--trail-color", metavar="HEX", help=f"(default: {TRAIL.color})")
-    trails.add_argument("--trail-color-mode", choices=COLOR_MODES, help="one colour, or a palette colour per "
+    trails.add_argument("--trail-color-mode", choices=PALETTE_MODES, help="one colour, or a palette colour per "
                         "track (default: --color-mode's)")
     trails.add_argument("--trail-opacity", type=finite, metavar="F", help=f"0..1 (default: {TRAIL.opacity:g})")
 
@@ -257,7 +270,7 @@ def add_label_options(parser) -> None:
     labels.add_argument("--label-font", metavar="FILE", help=".ttf or .otf font file (default: the bundled "
                         "DejaVu Sans)")
     labels.add_argument("--label-color", default="#FFFFFF", metavar="HEX", help="(default: %(default)s)")
-    labels.add_argument("--label-color-mode", choices=COLOR_MODES, default="single", help="one colour, or a "
+    labels.add_argument("--label-color-mode", choices=PALETTE_MODES, default="single", help="one colour, or a "
                         "palette colour per track (default: %(default)s)")
     labels.add_argument("--label-opacity", type=finite, default=1.0, metavar="F", help="0..1 (default: "
                         "%(default)s)")
@@ -276,6 +289,11 @@ def add_label_options(parser) -> None:
                         f"(default: {look('label_margin')})")
     labels.add_argument("--label-offset", type=finite, nargs=2, default=(0.0, 0.0), metavar=("DX", "DY"),
                         help="extra shift right and down, in the --units of SIZE (default: 0 0)")
+    glow = parser.add_argument_group("glow (a soft blurred halo under lines and boxes)")
+    glow.add_argument("--glow-strength", type=finite, default=0.0, metavar="F", help="0..20, the halo's weight; "
+                      "0 = no glow (default: %(default)s)")
+    glow.add_argument("--glow-radius", type=finite, metavar="SIZE", help="how far the halo reaches (the blur's "
+                      f"sigma is a third of it; default: {look('glow_radius')})")
 
 
 def _say(line: str) -> None:
@@ -348,21 +366,25 @@ def overlay_spec(args, height: int) -> OverlaySpec:
     size = look_lengths(height, UNITS[0] if args.units == "pixels" else UNITS[1],
                         **{name: getattr(args, name) for name in ("radius", "max_length", "delta_y_cap",
                                                                   "line_width", "dash_length", "gap_length",
-                                                                  "box_size", "box_stroke", "trail_width")})
+                                                                  "box_size", "box_stroke", "trail_width",
+                                                                  "glow_radius", "speed_range")})
+    motion = {"gradient_colors": args.gradient_colors, "speed_range": size["speed_range"],
+              "age_range": args.age_range}
     graph = GraphParams(mode=args.graph_mode, k=args.k, radius=size["radius"], max_length=size["max_length"],
                         delta_y_cap=size["delta_y_cap"], degree_cap=args.degree_cap, hysteresis=args.hysteresis)
     lines = None if args.no_lines else LineStyle(
         width=size["line_width"], color=args.line_color, color_end=args.line_color_end,
         color_mode=args.color_mode, gradient=args.gradient, opacity=args.line_opacity, pattern=args.pattern,
         dash_length=size["dash_length"], gap_length=size["gap_length"], curve=args.curve, bend=args.bend,
-        bend_side=args.bend_side)
+        bend_side=args.bend_side, **motion)
     boxes = None if args.no_boxes else BoxStyle(
         size=size["box_size"], size_mode=args.box_size_mode, stroke_width=size["box_stroke"], color=args.box_color,
         color_mode=args.color_mode, opacity=args.box_opacity, fill_opacity=args.fill_opacity,
         fill_color=args.fill_color, roundness=args.roundness, shape=args.box_shape,
-        bracket_length=args.bracket_length)
+        bracket_length=args.bracket_length, **motion)
     return OverlaySpec(graph, lines, boxes, trails=trail_style(args, size["trail_width"]),
-                       labels=label_style(args, height, boxes))
+                       labels=label_style(args, height, boxes),
+                       glow=Glow(radius=size["glow_radius"], strength=args.glow_strength))
 
 
 TRAIL_OPTIONS = ("length", "taper", "fade", "smoothing", "color", "color_mode", "opacity")
@@ -378,7 +400,7 @@ def trail_style(args, width: float) -> TrailStyle | None:
                              "unless asked for)")
         return None
     values = {name: given[name] for name in TRAIL_OPTIONS if name in given}
-    values.setdefault("color_mode", args.color_mode)
+    values.setdefault("color_mode", args.color_mode if args.color_mode in PALETTE_MODES else "single")
     return TrailStyle(width=width, **values)
 
 

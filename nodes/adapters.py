@@ -95,7 +95,7 @@ def unit_scale(units: str, reference, name: str = "reference") -> float:
 def engine_params(cls, widgets: dict, scale: float = 1.0, scaled: tuple = ()):
     """An instance of the dataclass ``cls`` from the widgets named like its fields (``scaled`` ones x ``scale``)."""
     values = {field.name: widgets[field.name] for field in fields(cls) if field.name in widgets}
-    values.update({key: values[key] * scale for key in scaled})
+    values.update({key: values[key] * scale for key in scaled if key in values})
     return cls(**values)
 
 

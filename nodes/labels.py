@@ -6,7 +6,7 @@ from comfy_api.latest import io
 
 from ..utils.draw.labels import label_overlay
 from ..utils.draw.styles import (
-    COLOR_MODES,
+    PALETTE_MODES,
     LABEL_FIELDS,
     LABEL_PLACEMENTS,
     LABEL_RANGES,
@@ -49,7 +49,7 @@ def label_widgets() -> list:
         text("font", _LABEL["font"], "A .ttf or .otf font file (relative paths: ComfyUI's input folder); empty "
              "for the bundled DejaVu Sans, which covers Latin, Greek and Cyrillic."),
         color("color", _LABEL["color"], "Text colour (color_mode single)."),
-        combo("color_mode", COLOR_MODES, _LABEL["color_mode"], "single: 'color'; track: a palette colour per "
+        combo("color_mode", PALETTE_MODES, _LABEL["color_mode"], "single: 'color'; track: a palette colour per "
               "track."),
         float_input("opacity", _LABEL["opacity"], limits["opacity"], "Text opacity, 0..1.", step=0.05),
         color("plate_color", _LABEL["plate_color"], "Colour of the plate behind the text."),

@@ -8,11 +8,13 @@ from comfy_api.latest import io
 from ..utils.core.checks import broadcast_length
 from ..utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from ..utils.draw.display_list import DisplayList, merge_sequences
+from ..utils.draw.motion import still_colors
 from ..utils.draw.overlays import box_overlay, box_primitives, link_overlay, trail_overlay
 from ..utils.draw.styles import (
     BOX_RANGES,
     BOX_SHAPES,
     COLOR_MODES,
+    PALETTE_MODES,
     LINE_PATTERNS,
     LINE_RANGES,
     SIZE_MODES,
@@ -37,6 +39,7 @@ from .widgets import (
     float_input,
     int_input,
     reference_input,
+    text,
     tracks_input,
     units_input,
 )
@@ -48,9 +51,29 @@ _TRAIL = defaults(TrailStyle)
 _SIZE = ", in 'units'"
 # Widgets whose value is a length, multiplied by the pixels per unit.
 SCALED_GRAPH = ("radius", "max_length", "delta_y_cap")
-SCALED_LINE = ("width", "dash_length", "gap_length")
-SCALED_BOX = ("size", "stroke_width")
+SCALED_LINE = ("width", "dash_length", "gap_length", "speed_range")
+SCALED_BOX = ("size", "stroke_width", "speed_range")
 SCALED_TRAIL = ("width",)
+_COLOR_MODE_TIP = ("speed, direction, age: each track's speed (pixels a frame), direction of motion or age (frames "
+                   "since it appeared) through 'gradient_colors'.")
+
+
+def motion_color_widgets(defaults_of: dict, limits: dict) -> list:
+    """The gradient widgets of the motion colour modes (after the inputs of saved workflows, so optional)."""
+    return [
+        text("gradient_colors", defaults_of["gradient_colors"], "Colours for color_mode speed, direction or age: two "
+             "or more hex colours separated by commas, evenly spaced (speed and age run from the first to the last; "
+             "direction goes round them, 0 degrees = moving right, 90 = up).", optional=True),
+        float_input("speed_range", defaults_of["speed_range"], limits["speed_range"], "Speed (per frame" + _SIZE +
+                    ") that reaches the last gradient colour (color_mode speed).", optional=True),
+        float_input("age_range", defaults_of["age_range"], limits["age_range"], "Age in frames that reaches the "
+                    "last gradient colour (color_mode age).", step=1.0, optional=True),
+    ]
+
+
+def required_and_optional(widgets: list) -> tuple:
+    """``widgets`` split into the required ones and the optional ones (declared after the saved inputs)."""
+    return [item for item in widgets if not item.optional], [item for item in widgets if item.optional]
 
 
 def graph_widgets() -> list:
@@ -58,7 +81,9 @@ def graph_widgets() -> list:
     limits = GRAPH_RANGES
     return [
         combo("mode", MODES, _GRAPH["mode"], "knn: each point links to its k nearest; radius: every pair closer "
-              "than 'radius'."),
+              "than 'radius'; delaunay: the Delaunay triangulation (a mesh of triangles); mst: the minimum "
+              "spanning tree (the shortest links that join every point, no loops). The caps and hysteresis "
+              "below apply to all."),
         int_input("k", _GRAPH["k"], limits["k"], "Neighbours per point (knn mode)."),
         float_input("radius", _GRAPH["radius"], limits["radius"], "Link distance in radius mode" + _SIZE + "."),
         float_input("max_length", _GRAPH["max_length"], limits["max_length"],
@@ -81,7 +106,7 @@ def line_widgets() -> list:
         color("color", _LINE["color"], "Line colour (color_mode single)."),
         color("color_end", _LINE["color_end"], "Colour at the far end when gradient is on (color_mode single)."),
         combo("color_mode", COLOR_MODES, _LINE["color_mode"],
-              "single: the colours above; track: a palette colour per track."),
+              "single: the colours above; track: a palette colour per track; " + _COLOR_MODE_TIP),
         boolean("gradient", _LINE["gradient"], "Fade each link from its start colour to its end colour."),
         float_input("opacity", _LINE["opacity"], limits["opacity"], "Line opacity, 0..1.", step=0.05),
         combo("pattern", LINE_PATTERNS, _LINE["pattern"], "solid, dashed or dotted lines."),
@@ -93,6 +118,7 @@ def line_widgets() -> list:
         float_input("bend", _LINE["bend"], limits["bend"], "How far curves bow out, as a fraction of the link "
                     "length (negative bends the other way).", step=0.05),
         combo("bend_side", BEND_SIDES, _LINE["bend_side"], "Which side curves bow to."),
+        *motion_color_widgets(_LINE, limits),
     ]
 
 
@@ -106,7 +132,8 @@ def box_widgets() -> list:
         float_input("stroke_width", _BOX["stroke_width"], limits["stroke_width"],
                     "Outline width" + _SIZE + "; 0 = none."),
         color("color", _BOX["color"], "Outline colour (color_mode single)."),
-        combo("color_mode", COLOR_MODES, _BOX["color_mode"], "single: 'color'; track: a palette colour per track."),
+        combo("color_mode", COLOR_MODES, _BOX["color_mode"], "single: 'color'; track: a palette colour per track; "
+              + _COLOR_MODE_TIP),
         float_input("opacity", _BOX["opacity"], limits["opacity"], "Opacity of the whole box, 0..1.", step=0.05),
         float_input("fill_opacity", _BOX["fill_opacity"], limits["fill_opacity"], "Fill opacity, 0..1 (0 = hollow).",
                     step=0.05),
@@ -116,6 +143,7 @@ def box_widgets() -> list:
         combo("shape", BOX_SHAPES, _BOX["shape"], "rounded: full outline; brackets: corners only."),
         float_input("bracket_length", _BOX["bracket_length"], limits["bracket_length"], "Bracket arm length as a "
                     "fraction of the shorter side (shape brackets).", step=0.05),
+        *motion_color_widgets(_BOX, limits),
     ]
 
 
@@ -135,7 +163,7 @@ def trail_widgets() -> list:
                     f"is averaged with its neighbours in time, 0 = raw, 1 = over {window} frames (centred, so the "
                     "trail stays on straight paths and its head on the point).", step=0.05),
         color("color", _TRAIL["color"], "Trail colour (color_mode single)."),
-        combo("color_mode", COLOR_MODES, _TRAIL["color_mode"], "single: 'color'; track: a palette colour per "
+        combo("color_mode", PALETTE_MODES, _TRAIL["color_mode"], "single: 'color'; track: a palette colour per "
               "track."),
         float_input("opacity", _TRAIL["opacity"], limits["opacity"], "Trail opacity at the point, 0..1.", step=0.05),
     ]
@@ -152,17 +180,17 @@ class LineLinksNode(io.ComfyNode):
 
     @classmethod
     def define_schema(cls):
+        lines, line_extras = required_and_optional(line_widgets())
         return io.Schema(
             node_id="TrackOverlayLineLinks",
             display_name="Line Links",
             category=DRAW_CATEGORY,
             search_aliases=["plexus", "tracking overlay", "connect points", "knn lines", "constellation",
-                            "network lines", "bezier links"],
-            description="Links every visible tracked point to its nearest neighbours (k nearest, or all within "
-                        "a radius) with anti-aliased lines or Bezier curves; hysteresis keeps links from "
-                        "flickering.",
-            inputs=[tracks_input(), *graph_widgets(), units_input(), *line_widgets(),
-                    reference_input()],
+                            "network lines", "bezier links", "delaunay", "triangulation", "spanning tree"],
+            description="Links every visible tracked point to its nearest neighbours (k nearest, all within "
+                        "a radius, a Delaunay triangulation or a minimum spanning tree) with anti-aliased lines or "
+                        "Bezier curves; hysteresis keeps links from flickering.",
+            inputs=[tracks_input(), *graph_widgets(), units_input(), *lines, reference_input(), *line_extras],
             outputs=[Overlay.Output("overlay", tooltip=OVERLAY_OUT)],
         )
 
@@ -176,8 +204,9 @@ class LineLinksNode(io.ComfyNode):
 
 
 def _bounding_box_overlay(boxes, style: BoxStyle) -> list:
-    """Per-frame display lists of a BOUNDING_BOXES value drawn with ``style``."""
-    return [DisplayList((box_primitives(centers, sizes, np.arange(len(centers)), style),))
+    """Per-frame display lists of a BOUNDING_BOXES value drawn with ``style`` (still, for the motion colours)."""
+    return [DisplayList((box_primitives(centers, sizes, np.arange(len(centers)), style,
+                                        point_colors=still_colors(style, len(centers))),))
             for centers, sizes in bounding_boxes(boxes)]
 
 
@@ -186,6 +215,7 @@ class BoxesNode(io.ComfyNode):
 
     @classmethod
     def define_schema(cls):
+        boxes, box_extras = required_and_optional(box_widgets())
         return io.Schema(
             node_id="TrackOverlayBoxes",
             display_name="Boxes",
@@ -195,10 +225,12 @@ class BoxesNode(io.ComfyNode):
             description="Draws a rounded box (or corner brackets) around every visible tracked point, and "
                         "around optional bounding boxes, with stroke, fill and corner radius.",
             inputs=[
-                tracks_input(), units_input(), *box_widgets(), reference_input(),
+                tracks_input(), units_input(), *boxes, reference_input(),
                 BoundingBoxes.Input("boxes", optional=True, tooltip="Extra boxes to draw: a list of {x, y, "
                                     "width, height} (top-left corner, pixels) for one frame, or one such list "
-                                    "per frame."),
+                                    "per frame (still boxes: the motion colour modes give them the first "
+                                    "gradient colour)."),
+                *box_extras,
             ],
             outputs=[Overlay.Output("overlay", tooltip=OVERLAY_OUT)],
         )

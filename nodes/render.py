@@ -15,10 +15,12 @@ from comfy_api.latest import io
 
 from ..utils.core.checks import broadcast_length
 from ..utils.core.log import LOGGER
+from ..utils.draw.units import DEFAULT_LOOK, UNITS, pixels_per_unit
 from ..utils.raster.backend import make_renderer, select_backend
 from ..utils.raster.batch import render_batch, render_layers
+from ..utils.raster.glow import GLOW_RADIUS_PERCENT, GLOW_STRENGTH, Glow
 from .adapters import connected_outputs, image_array, not_built, overlay_list, progress_callback, to_tensor
-from .widgets import RENDER_CATEGORY, Overlay, backend_input
+from .widgets import RENDER_CATEGORY, Overlay, backend_input, float_input
 
 _LAYER_TIP = "The overlay's colour alone (straight, not premultiplied; black where nothing is drawn)."
 _ALPHA_TIP = ("The overlay's opacity: 1 where it fully covers the frame, 0 where nothing is drawn (core Join "
@@ -26,6 +28,21 @@ _ALPHA_TIP = ("The overlay's opacity: 1 where it fully covers the frame, 0 where
 _OVERLAY_IN = ("What to draw (from Line Links, Boxes or Merge Overlays). Its frame count must equal the image "
                "batch's, or either must be 1 (it repeats).")
 _LAYER_SLOTS = (1, 2)
+
+
+def glow_inputs() -> list:
+    """The glow widgets (after the inputs of saved workflows, so optional)."""
+    return [float_input("glow_radius", DEFAULT_LOOK["glow_radius"], GLOW_RADIUS_PERCENT,
+                        "How far the glow reaches around everything drawn, in % of the frame height (the blur's "
+                        "sigma is a third of it). Used only with a glow strength above 0.", optional=True),
+            float_input("glow_strength", 0.0, GLOW_STRENGTH, "Glow (bloom): a soft blurred halo under the overlay, "
+                        "this many times the blurred overlay (its opacity kept at most 1). 0 = no glow.",
+                        step=0.05, optional=True)]
+
+
+def glow_spec(radius_percent: float, strength: float, height: int) -> Glow:
+    """The glow of the widgets for frames ``height`` pixels tall."""
+    return Glow(radius=radius_percent * pixels_per_unit(UNITS[1], height), strength=strength)
 
 
 def _renderer(backend: str, what: str, count: int, width: int, height: int):
@@ -43,13 +60,15 @@ class RenderOverlayNode(io.ComfyNode):
             node_id="TrackOverlayRender",
             display_name="Render Overlay",
             category=RENDER_CATEGORY,
-            search_aliases=["tracking overlay", "draw overlay", "composite overlay", "plexus render"],
-            description="Composites the overlay over the frames (anti-aliased, one frame at a time). For the "
-                        "overlay alone (to composite elsewhere) use Render Layer.",
+            search_aliases=["tracking overlay", "draw overlay", "composite overlay", "plexus render", "glow",
+                            "bloom"],
+            description="Composites the overlay over the frames (anti-aliased, one frame at a time), with an "
+                        "optional glow. For the overlay alone (to composite elsewhere) use Render Layer.",
             inputs=[
                 io.Image.Input("image", tooltip="The frames to draw on."),
                 Overlay.Input("overlay", tooltip=_OVERLAY_IN),
                 backend_input(),
+                *glow_inputs(),
             ],
             outputs=[
                 io.Image.Output("image", tooltip="The frames with the overlay drawn on them."),
@@ -62,16 +81,18 @@ class RenderOverlayNode(io.ComfyNode):
         )
 
     @classmethod
-    def execute(cls, image, overlay, backend) -> io.NodeOutput:
+    def execute(cls, image, overlay, backend, glow_radius=DEFAULT_LOOK["glow_radius"],
+                glow_strength=0.0) -> io.NodeOutput:
         frames = image_array(image)
         overlays = overlay_list(overlay, "overlay")
+        glow = glow_spec(glow_radius, glow_strength, frames.shape[1])
         count = broadcast_length(**{"the image batch": len(frames), "the overlay": len(overlays)})
         used = connected_outputs(cls.hidden)
         with_layer = used is None or bool(used.intersection(_LAYER_SLOTS))
         renderer = _renderer(backend, "Render Overlay", count, frames.shape[2], frames.shape[1])
         try:
             result = render_batch(frames, overlays, renderer, with_layer=with_layer,
-                                  progress=progress_callback(count))
+                                  progress=progress_callback(count), glow=glow)
         finally:
             renderer.close()  # worker threads, pinned buffers
         if not with_layer:
@@ -100,6 +121,7 @@ class RenderLayerNode(io.ComfyNode):
                                "are used."),
                 Overlay.Input("overlay", tooltip=_OVERLAY_IN),
                 backend_input(),
+                *glow_inputs(),
             ],
             outputs=[
                 io.Image.Output("layer", tooltip=_LAYER_TIP),
@@ -108,13 +130,16 @@ class RenderLayerNode(io.ComfyNode):
         )
 
     @classmethod
-    def execute(cls, image, overlay, backend) -> io.NodeOutput:
+    def execute(cls, image, overlay, backend, glow_radius=DEFAULT_LOOK["glow_radius"],
+                glow_strength=0.0) -> io.NodeOutput:
         count, height, width = image_array(image).shape[:3]
         overlays = overlay_list(overlay, "overlay")
+        glow = glow_spec(glow_radius, glow_strength, height)
         count = broadcast_length(**{"the image batch": count, "the overlay": len(overlays)})
         renderer = _renderer(backend, "Render Layer", count, width, height)
         try:
-            rgb, alpha = render_layers(overlays, count, height, width, renderer, progress=progress_callback(count))
+            rgb, alpha = render_layers(overlays, count, height, width, renderer, progress=progress_callback(count),
+                                       glow=glow)
         finally:
             renderer.close()
         return io.NodeOutput(to_tensor(rgb), to_tensor(alpha))

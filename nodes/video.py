@@ -154,6 +154,7 @@ class OverlayVideoNode(io.ComfyNode):
                         "output/TrackOverlay/layer_*.mov (ProRes 4444) for compositing; off: the overlay drawn "
                         "over the video (H.264, in the temp folder for Save Video).", optional=True),
                 *_group_inputs("detect", optional=True),  # after the inputs of saved workflows
+                *_group_inputs("line", optional=True), *_group_inputs("box", optional=True),
             ],
             outputs=[io.Video.Output("video", tooltip="The video with the overlay drawn on every frame (same size "
                                      "and frame rate).")],

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from scenes import SCENES
+from scenes import RENDER_OPTIONS, SCENES
 from trackoverlay.utils.raster.cpu import CpuRenderer
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -32,9 +32,9 @@ def to_uint8(frame: np.ndarray) -> np.ndarray:
 
 
 def render_scene(name: str, renderer: CpuRenderer) -> np.ndarray:
-    """Scene ``name`` drawn over its frame (the frame's dtype is kept)."""
+    """Scene ``name`` drawn over its frame with its render options (the frame's dtype is kept)."""
     frame, display_list = SCENES[name]()
-    return renderer.render(frame, display_list)
+    return renderer.render(frame, display_list, **RENDER_OPTIONS.get(name, {}))
 
 
 def write_golden(path: Path, image: np.ndarray) -> int:

@@ -5,6 +5,10 @@ a fresh frame (uint8 or float32 ``[H, W, 3]``, 64x48 .. 160x120 pixels) and
 the :class:`DisplayList` to draw over it. Every call builds new arrays from
 fixed seeds, so callers may do anything with them.
 
+``RENDER_OPTIONS`` holds the render keywords (a glow) of the scenes that
+need them: render a scene with ``renderer.render(frame, display_list,
+**RENDER_OPTIONS.get(name, {}))``.
+
 ``polylines`` and ``boxes`` build primitive batches from plain numbers for
 hand-written tests.
 """
@@ -22,6 +26,7 @@ from trackoverlay.utils.draw.labels import label_overlay
 from trackoverlay.utils.draw.overlays import box_overlay, box_primitives, link_overlay, link_polylines, trail_overlay
 from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
+from trackoverlay.utils.raster.glow import Glow
 from trackoverlay.utils.tracks.demo import CANVAS_RGB, DemoClip
 from trackoverlay.utils.video.stream import FramePoints, OverlayBuilder
 
@@ -263,10 +268,29 @@ def cli_look_3840x2160():
     return flat_frame(120, 160, np.array(CANVAS_RGB) / 255.0), shifted(cli_look(3840, 2160), x - 80, y - 60)
 
 
+def glow_lines():
+    """Track-coloured curves and hollow boxes on a dark frame, glowing (radius 6 px, strength 2.5)."""
+    points = random_points(12, 90, 120, seed=12, margin=10)
+    lines = knn_links(points, LineStyle(width=1.5, color_mode="track", opacity=0.9, curve="quadratic", bend=0.25), k=2)
+    marks = box_primitives(points, np.full((12, 2), 9, np.float32), np.arange(12),
+                           BoxStyle(stroke_width=1.0, fill_opacity=0.0, roundness=0.4))
+    return flat_frame(90, 120, (0.03, 0.03, 0.06)), DisplayList((lines, marks))
+
+
+def glow_saturated():
+    """A thick line from beyond the border and a filled box on a float32 frame, glowing so hard (strength 8)
+    that the halo's alpha is capped at 1 near them, and reaching the frame's border."""
+    lines = polylines([[(-5, 10), (70, 40)]], width=4.0, color=(1.0, 0.3, 0.1, 1.0))
+    marks = boxes([[48, 14]], [[10, 8]], radius=3.0, fill_color=(0.2, 0.6, 1.0, 0.9))
+    return textured_frame(48, 64, np.float32), DisplayList((lines, marks))
+
+
 SCENES = {function.__name__: function for function in (
     knn_straight, bezier_curves, dashed_dotted, track_gradient, rounded_boxes, corner_brackets,
     seed_scene, float32_frame, fading_tracks, cli_look_640x360, cli_look_3840x2160, trails, labels_12px,
-    labels_40px)}
+    labels_40px, glow_lines, glow_saturated)}
+RENDER_OPTIONS = {"glow_lines": {"glow": Glow(radius=6.0, strength=2.5)},
+                  "glow_saturated": {"glow": Glow(radius=8.0, strength=8.0)}}
 
 
 PARITY = 2 / 255

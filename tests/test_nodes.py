@@ -252,6 +252,36 @@ def test_line_links_graph_widgets_reach_the_graph():
     assert counts == [2, 1, 2]
 
 
+def test_line_links_draw_the_delaunay_triangulation_and_the_spanning_tree():
+    square = make_tracks([[[10, 10], [50, 10], [10, 50], [50, 50], [30, 30]]])  # a square and its centre
+    (mesh,) = run("LineLinks", tracks=square, mode="delaunay", curve="straight")
+    (tree,) = run("LineLinks", tracks=square, mode="mst", curve="straight")
+    (short,) = run("LineLinks", tracks=square, mode="delaunay", max_length=30.0, curve="straight")
+    assert [overlay[0].primitive_count for overlay in (mesh, tree, short)] == [8, 4, 4]  # 4 sides of 40 px dropped
+    widget = next(item for item in NODE_BY_ID["TrackOverlayLineLinks"].GET_SCHEMA().inputs if item.id == "mode")
+    assert widget.options == ["knn", "radius", "delaunay", "mst"]
+
+
+def test_line_links_and_boxes_colour_by_speed_and_age_through_the_gradient():
+    tracks = make_tracks([[[10, 10], [60, 10]], [[13, 14], [60, 10]], [[13, 14], [60, 20]]])  # moves of 5 and 10
+    reference = frames(1, height=200)  # 5 % of 200 px = 10 px per frame reaches the last colour
+    (links,) = run("LineLinks", tracks=tracks, k=1, color_mode="speed", gradient_colors="#000000,#FFFFFF",
+                   gradient=True, units=PERCENT, reference=reference, speed_range=5.0, width=0.5, opacity=1.0)
+    np.testing.assert_allclose(links[1].layers[0].color_start, [[0.5, 0.5, 0.5, 1.0]], atol=1e-6)  # track 0: 5 px
+    np.testing.assert_allclose(links[1].layers[0].color_end, [[0, 0, 0, 1.0]], atol=1e-6)  # track 1: still
+    np.testing.assert_allclose(links[2].layers[0].color_end, [[1, 1, 1, 1.0]], atol=1e-6)  # track 1: 10 px
+    extra = [{"x": 0, "y": 0, "width": 4, "height": 4}]
+    (boxes,) = run("Boxes", tracks=tracks, color_mode="age", gradient_colors="#FF0000,#0000FF", age_range=2.0,
+                   boxes=extra, opacity=1.0)
+    np.testing.assert_allclose(boxes[2].layers[0].stroke_color, [[0, 0, 1, 1], [0, 0, 1, 1]], atol=1e-6)
+    np.testing.assert_allclose(boxes[1].layers[0].stroke_color, [[0.5, 0, 0.5, 1]] * 2, atol=1e-6)
+    np.testing.assert_allclose(boxes[0].layers[1].stroke_color, [[1, 0, 0, 1]], atol=1e-6)  # given boxes: still, new
+    with pytest.raises(ValueError, match="box gradient_colors '#0000FF' must name at least 2 colours"):
+        run("Boxes", tracks=tracks, color_mode="age", gradient_colors="#0000FF")
+    with pytest.raises(ValueError, match="line gradient_colors entry 2 'blue' is not a colour"):
+        run("LineLinks", tracks=tracks, color_mode="speed", gradient_colors="#FF0000, blue")
+
+
 def test_line_links_bad_colour_names_the_field():
     with pytest.raises(ValueError, match="line color_end '#12' is not a colour"):
         run("LineLinks", tracks=make_tracks([[[1, 1], [5, 5]]]), color_end="#12")
@@ -517,6 +547,33 @@ def test_render_on_the_gpu_matches_the_cpu():
     premultiplied = [layer * alpha[..., None] for _, layer, alpha in (cpu, gpu)]  # straight rgb: unstable near 0
     for on_cpu, on_gpu in ((cpu[0], gpu[0]), (cpu[2], gpu[2]), premultiplied):
         assert float((on_gpu - on_cpu).abs().max()) <= 2 / 255
+
+
+def test_render_glow_is_off_by_default_and_its_radius_follows_the_frame_height(busy_scene):
+    from trackoverlay.utils.raster.batch import render_batch, render_layers
+    from trackoverlay.utils.raster.cpu import CpuRenderer
+    from trackoverlay.utils.raster.glow import Glow
+
+    image, overlay = busy_scene  # 72 px tall: 5 % of its height is 3.6 px
+    defaults = widget_defaults(NODE_BY_ID["TrackOverlayRender"])
+    assert defaults["glow_strength"] == 0.0 and defaults["glow_radius"] == 1.5
+    plain = render(image, overlay)
+    glowing = run("Render", image=image, overlay=overlay, backend="cpu", glow_radius=5.0, glow_strength=2.0)
+    want = render_batch(image.numpy(), overlay, CpuRenderer(workers=1), with_layer=True,
+                        glow=Glow(radius=3.6, strength=2.0))
+    for got, expected in zip(glowing, (want.frames, want.layer_rgb, want.layer_alpha), strict=True):
+        np.testing.assert_allclose(got.numpy(), expected, atol=1e-6)
+    assert float((glowing[2] - plain[2]).min()) >= 0 and float((glowing[2] - plain[2]).max()) > 0.3
+    layer, alpha = run("RenderLayer", image=image, overlay=overlay, backend="cpu", glow_radius=5.0, glow_strength=2.0)
+    rgb, want_alpha = render_layers(overlay, 6, 72, 96, CpuRenderer(workers=1), glow=Glow(radius=3.6, strength=2.0))
+    np.testing.assert_allclose(alpha.numpy(), want_alpha, atol=1e-6)
+    np.testing.assert_allclose(layer.numpy(), rgb, atol=1e-6)
+
+
+def test_render_refuses_a_glow_strength_out_of_range(busy_scene):
+    image, overlay = busy_scene
+    with pytest.raises(ValueError, match=r"glow strength must be a number in \[0, 20\], got -1"):
+        run("Render", image=image, overlay=overlay, backend="cpu", glow_strength=-1.0)
 
 
 # ------------------------------------- layer outputs: built only where they are read

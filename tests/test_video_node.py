@@ -191,6 +191,12 @@ def test_percent_units_scale_with_the_video_height():
     assert (spec.lines.width, spec.lines.color, spec.graph.radius, spec.graph.k) == (2.0, "#FF0000", 40.0, 2)
     boxes = _overlay_spec(widgets, 2.0, lines=False, boxes=True).boxes
     assert (boxes.size, boxes.stroke_width, boxes.fill_color) == (20.0, 1.0, None)
+    widgets.update(line_color_mode="speed", line_speed_range=3.0, line_gradient_colors="#000000,#FFFFFF",
+                   box_color_mode="age", box_age_range=12.0)
+    spec = _overlay_spec(widgets, 2.0, lines=True, boxes=True)
+    assert (spec.lines.color_mode, spec.lines.speed_range, spec.lines.gradient_colors) == ("speed", 6.0,
+                                                                                          "#000000,#FFFFFF")
+    assert (spec.boxes.color_mode, spec.boxes.age_range) == ("age", 12.0)  # frames: not a length
 
 
 def test_every_engine_parameter_has_a_prefixed_widget():
@@ -241,11 +247,11 @@ class FailingRenderer:
     def __init__(self, renderer, error, fail_at):
         self.renderer, self.error, self.fail_at, self.calls = renderer, error, fail_at, 0
 
-    def render(self, frame, display_list, out=None):
+    def render(self, frame, display_list, out=None, glow=None):
         if self.calls == self.fail_at:
             raise self.error
         self.calls += 1
-        return self.renderer.render(frame, display_list, out)
+        return self.renderer.render(frame, display_list, out, glow)
 
 
 def demo_points():

@@ -98,6 +98,34 @@ def test_labels_from_the_track_files_text(tmp_path):
     assert {int(c) // 80 for c in columns} == {0, 1}  # both labels
     assert columns.max() <= 159 and np.count_nonzero(red[:, 120:]) > 20  # the right one fits the frame
     assert np.any((image[..., 0] > 60) & (image[..., 0] < 150))  # anti-aliased edges
+def test_glow_options_reach_the_spec_and_the_frames(tmp_path):
+    from scenes import overlay_video_cli
+    from trackoverlay.utils.raster.glow import Glow
+
+    cli = overlay_video_cli()
+    spec = lambda *args: cli.overlay_spec(cli.build_parser().parse_args(list(args)), 1080).glow  # noqa: E731
+    assert spec().radius == pytest.approx(16.2) and not spec().enabled  # 1.5 % of 1080 px, off
+    assert spec("--glow-strength", "2").strength == 2.0 and spec("--glow-strength", "2").enabled
+    assert spec("--glow-strength", "2", "--glow-radius", "10", "--units", "pixels") == Glow(radius=10.0, strength=2.0)
+    lit = {}
+    for name, extra in (("plain", []), ("glow", ["--glow-strength", 3])):
+        result = run_cli("--size", "160x90", "--frames", 1, "-o", f"{name}/", "--backend", "cpu", *extra, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        lit[name] = np.count_nonzero(cv2.imread(str(tmp_path / name / "frame_000000.png")).max(axis=2) > 60)
+    assert lit["glow"] > 1.3 * lit["plain"]  # the halo lights pixels around every line and box
+
+
+def test_motion_colour_options_reach_both_styles():
+    from scenes import overlay_video_cli
+
+    cli = overlay_video_cli()
+    args = cli.build_parser().parse_args(["--color-mode", "direction", "--gradient-colors", "#FF0000,#0000FF",
+                                          "--speed-range", "1", "--age-range", "30"])
+    spec = cli.overlay_spec(args, 1080)
+    for style in (spec.lines, spec.boxes):
+        assert (style.color_mode, style.gradient_colors, style.age_range) == ("direction", "#FF0000,#0000FF", 30.0)
+        assert style.speed_range == pytest.approx(10.8)  # 1 % of 1080 px per frame
+    assert cli.overlay_spec(cli.build_parser().parse_args([]), 1000).lines.speed_range == pytest.approx(20.0)
 
 
 def test_ctrl_c_leaves_no_file(tmp_path):

@@ -82,6 +82,14 @@ ERRORS = [
                  "carry text", id="label-track-text-without-text"),
     pytest.param(["--labels", "id", "--label-size", "0.01", "--units", "pixels"],
                  r"label size must be a number in \[1, 512\], got 0\.01", id="label-size"),
+    pytest.param(["--graph-mode", "voronoi"], r"--graph-mode: invalid choice: 'voronoi' \(choose from '?knn'?, "
+                 r"'?radius'?, '?delaunay'?, '?mst'?\)", id="graph-mode-unknown"),
+    pytest.param(["--color-mode", "age", "--gradient-colors", "#FF0000"],
+                 r"line gradient_colors '#FF0000' must name at least 2 colours", id="gradient-one-colour"),
+    pytest.param(["--age-range", "0"], r"line age range must be a number in \(0, 1e\+07\], got 0", id="age-range-0"),
+    pytest.param(["--glow-strength", "25"], r"glow strength must be a number in \[0, 20\], got 25", id="glow-strength"),
+    pytest.param(["--glow-strength", "1", "--glow-radius", "-2"],
+                 r"glow radius \(% of frame height\) must be a number in \[0, inf\], got -2", id="glow-radius"),
 ]
 
 

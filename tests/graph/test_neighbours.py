@@ -273,7 +273,7 @@ def test_degree_cap_ties_break_by_other_endpoint_id():
         ({"radius": -1.0}, "radius"),
         ({"radius": 0.0}, "radius"),
         ({"radius": math.nan}, "radius"),
-        ({"mode": "delaunay"}, "mode"),
+        ({"mode": "voronoi"}, "mode"),
         ({"max_length": -1.0}, "max_length"),
         ({"max_length": math.nan}, "max_length"),
         ({"delta_y_cap": -0.5}, "delta_y_cap"),
@@ -287,7 +287,7 @@ def test_bad_params_raise_naming_the_field(kwargs, field):
     """The message names the field, what it allows and the value given."""
     given = re.escape(repr(kwargs[field]))
     if field == "mode":
-        pattern = rf"GraphParams\.mode {given} is not one of knn, radius$"
+        pattern = rf"GraphParams\.mode {given} is not one of knn, radius, delaunay, mst$"
     else:
         pattern = rf"GraphParams\.{field} must be (a number|a whole number) in [\[(].*[)\]], got {given}$"
     with pytest.raises(ValueError, match=pattern):

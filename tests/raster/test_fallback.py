@@ -23,11 +23,11 @@ class FailingGpu:
         self.calls = 0
         self.closed = False
 
-    def render(self, frame, display_list, out=None):
+    def render(self, frame, display_list, out=None, glow=None):
         self.calls += 1
         if self.errors:
             raise self.errors.pop(0)
-        return self.cpu.render(frame, display_list, out=out)
+        return self.cpu.render(frame, display_list, out=out, glow=glow)
 
     def close(self):
         self.closed = True

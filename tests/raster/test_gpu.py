@@ -7,7 +7,7 @@ holds what only the GPU renderer has.
 
 import numpy as np
 import pytest
-from scenes import SCENES, as_dtype, assert_parity, boxes, flat_frame
+from scenes import RENDER_OPTIONS, SCENES, as_dtype, assert_parity, boxes, flat_frame
 from trackoverlay.utils.draw.display_list import DisplayList
 from trackoverlay.utils.draw.overlays import box_primitives, link_polylines, trail_overlay
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle, TrailStyle
@@ -16,11 +16,11 @@ from trackoverlay.utils.graph.neighbours import GraphParams, build_edges
 pytestmark = pytest.mark.gpu
 
 
-def render_on_device(gpu, frame, display_list):
-    """``display_list`` over ``frame`` composited on the GPU, back on the host."""
+def render_on_device(gpu, frame, display_list, glow=None):
+    """``display_list`` (with its ``glow``) over ``frame`` composited on the GPU, back on the host."""
     import cupy
 
-    return gpu.render_device(cupy.asarray(frame), gpu.upload(display_list)).get()
+    return gpu.render_device(cupy.asarray(frame), gpu.upload(display_list), glow=glow).get()
 
 
 def link_display_list(points, params, line_style, box_style):
@@ -34,7 +34,8 @@ def link_display_list(points, params, line_style, box_style):
 @pytest.mark.parametrize("name", sorted(SCENES))
 def test_device_frames_match_cpu(cpu_renderer, gpu_renderer, name):
     frame, scene = SCENES[name]()
-    assert_parity(render_on_device(gpu_renderer, frame, scene), cpu_renderer.render(frame, scene))
+    options = RENDER_OPTIONS.get(name, {})
+    assert_parity(render_on_device(gpu_renderer, frame, scene, **options), cpu_renderer.render(frame, scene, **options))
 
 
 LINK_LOOKS = [

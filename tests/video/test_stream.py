@@ -1,5 +1,6 @@
 """Streaming pipeline: laziness, parity with the batch path, sources, sizes, errors."""
 
+import dataclasses
 import weakref
 
 import cv2
@@ -11,6 +12,7 @@ from trackoverlay.utils.draw.overlays import box_overlay, link_overlay, trail_ov
 from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.batch import render_batch
+from trackoverlay.utils.raster.glow import Glow
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import TrackDetector
@@ -26,9 +28,11 @@ from trackoverlay.utils.video.stream import (
     OverlaySpec,
     TrackPoints,
     TrailHistory,
+    layer_rgba,
     overlay_frames,
     render_video,
 )
+from trackoverlay.utils.video.budget import Budget, MemoryBudgetError
 
 SPEC = OverlaySpec(GraphParams(k=2, hysteresis=0.3), LineStyle(width=1.5, curve="straight"),
                    BoxStyle(size=10, stroke_width=1.0, fill_opacity=0.25))
@@ -85,6 +89,45 @@ def test_stream_matches_batch_pipeline(demo_clip, cpu_renderer):
     np.testing.assert_array_equal(streamed, batch)
     np.testing.assert_array_equal(frames, before)
     assert not np.array_equal(streamed, frames)
+
+
+def test_stream_draws_the_spec_glow_like_the_batch_path(demo_clip, cpu_renderer, tmp_path):
+    glow = Glow(radius=5.0, strength=2.0)
+    spec = dataclasses.replace(SPEC, glow=glow)
+    path = np.stack([demo_clip.positions(t) for t in range(demo_clip.frame_count)])
+    tracks = Tracks(path, np.ones(path.shape[:2], bool))
+    frames = np.stack(list(demo_clip.frames()))
+    streamed = np.stack(list(overlay_frames(iter(frames), TrackPoints(tracks), spec, cpu_renderer)))
+    overlays = merge_sequences(link_overlay(tracks.path, tracks.visibility, SPEC.graph, SPEC.lines),
+                               box_overlay(tracks.path, tracks.visibility, SPEC.boxes))
+    np.testing.assert_array_equal(streamed, render_batch(frames, overlays, cpu_renderer, glow=glow).frames)
+    assert np.any(streamed != render_batch(frames, overlays, cpu_renderer).frames)
+    count = render_video(FrameSource.from_demo(demo_clip), TrackPoints(tracks), spec, cpu_renderer,
+                         f"{tmp_path}/layer/", max_frames=2, layer_only=True)
+    written = cv2.cvtColor(cv2.imread(str(tmp_path / "layer" / "frame_000001.png"), cv2.IMREAD_UNCHANGED),
+                           cv2.COLOR_BGRA2RGBA)
+    assert count == 2
+    np.testing.assert_array_equal(written, layer_rgba(cpu_renderer, overlays[1], 96, 160, glow=glow))
+
+
+def test_a_glow_too_large_for_the_memory_budget_is_refused_before_any_output(demo_clip, cpu_renderer, tmp_path):
+    spec = dataclasses.replace(SPEC, glow=Glow(radius=5.0, strength=2.0))
+    budget = Budget(160 * 96 * 4 * (2 * QUEUE_DEPTH + 4) + (64 << 20) + 1000)  # the frames fit, the glow not
+    with pytest.raises(MemoryBudgetError, match=r"the glow of a 160x96 video needs about .* or without glow"):
+        render_video(FrameSource.from_demo(demo_clip), DemoPoints(demo_clip), spec, cpu_renderer,
+                     tmp_path / "out.mp4", budget=budget)
+    assert list(tmp_path.iterdir()) == []
+    render_video(FrameSource.from_demo(demo_clip), DemoPoints(demo_clip), SPEC, cpu_renderer, tmp_path / "out.mp4",
+                 budget=budget, max_frames=1)  # the same budget without the glow
+
+
+@pytest.mark.parametrize("canvas", [True, False])
+def test_a_demo_or_canvas_source_from_a_start_frame_gives_every_later_frame(demo_clip, canvas):
+    source = FrameSource.from_demo(demo_clip, canvas=canvas)
+    frames = list(source.timed(3))
+    assert [item.index for item in frames] == list(range(3, demo_clip.frame_count))
+    if not canvas:
+        np.testing.assert_array_equal(frames[0].image, demo_clip.frame(3))
 
 
 def test_hysteresis_carries_edges_between_frames():

@@ -48,3 +48,41 @@ def palette_colors(track_ids, palette: np.ndarray = TRACK_PALETTE, xp=np):
     ids = xp.asarray(track_ids, dtype=xp.int64)
     rgb = xp.asarray(palette)[xp.mod(ids, len(palette))]
     return xp.concatenate([rgb, xp.ones(rgb.shape[:-1] + (1,), dtype=xp.float32)], axis=-1)
+
+
+def parse_gradient(value, name: str = "gradient colors") -> np.ndarray:
+    """Parse a gradient: two or more colours, as comma-separated text (``"#00E5FF, #FF1744"``) or a sequence.
+
+    Returns float32 [K, 4] straight RGBA stops, evenly spaced. Raises ``ValueError`` naming ``name``.
+    """
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    if isinstance(value, str) and any(not part.strip() for part in parts):
+        raise ValueError(f"{name} {value!r} has an empty entry: give colours separated by commas, e.g. "
+                         "#00E5FF,#FF1744")
+    stops = [parse_color(part.strip() if isinstance(part, str) else part, f"{name} entry {index + 1}")
+             for index, part in enumerate(parts)]
+    if len(stops) < 2:
+        raise ValueError(f"{name} {value!r} must name at least 2 colours separated by commas, e.g. #00E5FF,#FF1744")
+    return np.stack(stops)
+
+
+def sample_gradient(stops, position, cyclic: bool = False, xp=np):
+    """RGBA at ``position`` (float array) along evenly spaced ``stops`` [K, 4], mixed linearly.
+
+    Position 0 is the first stop. Without ``cyclic`` position 1 is the last
+    stop (positions outside 0..1 are clamped); with it the stops go round a
+    circle (position 1 is the first stop again, after the last).
+    """
+    stops = xp.asarray(stops, dtype=xp.float32)
+    count = stops.shape[0]
+    position = xp.asarray(position, dtype=xp.float32)
+    if cyclic:
+        place = xp.mod(position, 1.0) * count
+        low = xp.minimum(xp.floor(place).astype(xp.int64), count - 1)
+        high = xp.mod(low + 1, count)
+    else:
+        place = xp.clip(position, 0.0, 1.0) * (count - 1)
+        low = xp.minimum(xp.floor(place).astype(xp.int64), count - 2)
+        high = low + 1
+    mix = (place - low)[..., None]
+    return (stops[low] * (1.0 - mix) + stops[high] * mix).astype(xp.float32)

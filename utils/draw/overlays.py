@@ -12,6 +12,7 @@ from ..tracks.contract import located
 from .colors import palette_colors, parse_color
 from .curves import bend_signs, control_points, flatten
 from .display_list import Boxes, DisplayList, Polylines
+from .motion import MOTION_MODES, motion_colors, track_motion
 from .styles import BoxStyle, LineStyle, TrailStyle
 
 
@@ -23,10 +24,27 @@ def _dash(style: LineStyle, count: int, xp=np):
     return dash, xp.full(count, style.pattern == "dotted")
 
 
-def _line_colors(style: LineStyle, id_a, id_b, xp=np):
-    """Start and end RGBA per edge, with the opacity folded into alpha."""
+def _point_colors(style, point_colors, count: int):
+    """``point_colors`` checked against a style colouring by motion (None for other modes)."""
+    if style.color_mode not in MOTION_MODES:
+        return None
+    if point_colors is None:
+        raise ValueError(f"color_mode {style.color_mode!r} colours by the tracks' motion, which one frame does not "
+                         "show: draw with link_overlay/box_overlay or the streaming OverlayBuilder, or pass "
+                         "point_colors (motion.motion_colors)")
+    if tuple(point_colors.shape) != (count, 4):
+        raise ValueError(f"point_colors must have shape [{count}, 4] (one RGBA per point), got "
+                         f"{list(point_colors.shape)}")
+    return point_colors
+
+
+def _line_colors(style: LineStyle, id_a, id_b, xp=np, colors=None):
+    """Start and end RGBA per edge, with the opacity folded into alpha (``colors``: each end's point colour,
+    for the motion modes)."""
     count = len(id_a)
-    if style.color_mode == "track":
+    if colors is not None:
+        start, end = colors[0], colors[1] if style.gradient else colors[0]
+    elif style.color_mode == "track":
         start = palette_colors(xp.minimum(id_a, id_b), xp=xp)
         end = palette_colors(xp.maximum(id_a, id_b), xp=xp) if style.gradient else start
     else:
@@ -36,12 +54,13 @@ def _line_colors(style: LineStyle, id_a, id_b, xp=np):
     return start * opacity, end * opacity
 
 
-def link_geometry(points, track_ids, edges, style: LineStyle, xp=np, opacity=None) -> dict:
+def link_geometry(points, track_ids, edges, style: LineStyle, xp=np, opacity=None, point_colors=None) -> dict:
     """The :class:`Polylines` fields of the curves for ``edges`` (index pairs into ``points``),
     each drawn from its lower track id, as ``xp`` arrays (NumPy or CuPy), in edge order.
 
     ``opacity`` [N] (0..1 per point, e.g. a fading track) scales each end's alpha,
-    so a link fades toward a point that fades.
+    so a link fades toward a point that fades. ``point_colors`` [N, 4] (RGBA per
+    point, :func:`~.motion.motion_colors`) colours the ends for the motion colour modes.
     """
     ids = xp.asarray(track_ids, dtype=xp.int64)
     swap = ids[edges[:, 0]] > ids[edges[:, 1]]
@@ -50,7 +69,8 @@ def link_geometry(points, track_ids, edges, style: LineStyle, xp=np, opacity=Non
     signs = bend_signs(ids[a], ids[b], style.bend_side, xp=xp)
     controls = control_points(points[a], points[b], style.curve, style.bend, signs, xp=xp)
     vertices, offsets = flatten(controls, xp=xp)
-    start, end = _line_colors(style, ids[a], ids[b], xp=xp)
+    colors = _point_colors(style, point_colors, len(ids))
+    start, end = _line_colors(style, ids[a], ids[b], xp=xp, colors=None if colors is None else (colors[a], colors[b]))
     if opacity is not None:
         opacity = xp.asarray(opacity, dtype=xp.float32)
         start[:, 3] *= opacity[a]
@@ -61,25 +81,30 @@ def link_geometry(points, track_ids, edges, style: LineStyle, xp=np, opacity=Non
 
 
 def link_polylines(points: np.ndarray, track_ids: np.ndarray, edges: np.ndarray, style: LineStyle,
-                   opacity: np.ndarray | None = None) -> Polylines:
+                   opacity: np.ndarray | None = None, point_colors: np.ndarray | None = None) -> Polylines:
     """Curves for ``edges`` (index pairs into ``points``), drawn from the lower track id
-    (``opacity`` [N]: see :func:`link_geometry`)."""
+    (``opacity`` [N], ``point_colors`` [N, 4]: see :func:`link_geometry`)."""
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     if len(edges) == 0:
         return Polylines.empty()
-    return Polylines(**link_geometry(np.asarray(points, np.float32), track_ids, edges, style, opacity=opacity))
+    return Polylines(**link_geometry(np.asarray(points, np.float32), track_ids, edges, style, opacity=opacity,
+                                     point_colors=point_colors))
 
 
 def box_primitives(centers: np.ndarray, sizes: np.ndarray, track_ids: np.ndarray, style: BoxStyle,
-                   opacity: np.ndarray | None = None) -> Boxes:
+                   opacity: np.ndarray | None = None, point_colors: np.ndarray | None = None) -> Boxes:
     """Rounded (or corner-bracket) boxes of ``sizes`` [N, 2] (w, h) at ``centers``.
 
-    ``opacity`` [N] (0..1 per box, e.g. a fading track) scales stroke and fill alpha.
+    ``opacity`` [N] (0..1 per box, e.g. a fading track) scales stroke and fill alpha;
+    ``point_colors`` [N, 4] colours them for the motion colour modes.
     """
     count = len(centers)
     half = np.asarray(sizes, np.float32).reshape(count, 2) * 0.5
     shorter = half.min(axis=1) if count else np.zeros(0, np.float32)
-    if style.color_mode == "track":
+    colors = _point_colors(style, point_colors, count)
+    if colors is not None:
+        stroke = np.array(colors, np.float32)
+    elif style.color_mode == "track":
         stroke = palette_colors(track_ids)
     else:
         stroke = np.tile(parse_color(style.color), (count, 1))
@@ -146,8 +171,11 @@ def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, 
     frame, edges, _ = build_edge_batch(points, visible, params, knn=knn)
     nodes = edges + (frame * columns)[:, None]
     alpha = None if opacity is None else xp.asarray(np.asarray(opacity, np.float32).reshape(-1))
+    colors = None
+    if style.color_mode in MOTION_MODES:
+        colors = motion_colors(style, track_motion(points, visible, xp), xp).reshape(-1, 4)
     geometry = link_geometry(points.reshape(-1, 2), xp.arange(frames * columns) % max(columns, 1), nodes, style, xp=xp,
-                             opacity=alpha)
+                             opacity=alpha, point_colors=colors)
     host = {name: to_numpy(values) for name, values in geometry.items()}
     edge_bounds = _frame_slices(to_numpy(frame), frames)
     vertex_bounds = host["offsets"][edge_bounds]
@@ -167,14 +195,15 @@ def _fastest_knn(xp, params: GraphParams):
     return knn_gpu if xp is not np and fits else knn_cpu
 
 
-def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None) -> list:
+def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None, point_colors=None) -> list:
     """Per-frame display lists of a box around every visible track.
 
     ``sizes`` float32 [T, N, 2] (w, h) is used when ``style.size_mode == 'track'``;
     tracks without a finite size fall back to ``style.size``. Positions that are
     NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden. ``opacity`` float32
-    [T, N] (the tracks' fades) scales each box's alpha. All frames' boxes are
-    built at once.
+    [T, N] (the tracks' fades) scales each box's alpha. The motion colour modes
+    take the tracks' motion over these frames, or ``point_colors`` [T, N, 4]
+    where given. All frames' boxes are built at once.
     """
     visible = _visible(path, visibility)
     frame, columns = np.nonzero(visible)
@@ -182,8 +211,11 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None) -> 
     if style.size_mode == "track" and sizes is not None:
         given = sizes[frame, columns]
         wh = np.where(np.isfinite(given) & (given >= 0), given, wh)
+    if style.color_mode in MOTION_MODES and point_colors is None:
+        point_colors = motion_colors(style, track_motion(path, visible))
     boxes = box_primitives(path[frame, columns], wh, columns, style,
-                           None if opacity is None else np.asarray(opacity)[frame, columns])
+                           None if opacity is None else np.asarray(opacity)[frame, columns],
+                           None if point_colors is None else np.asarray(point_colors)[frame, columns])
     bounds = _frame_slices(frame, visible.shape[0])
     return [DisplayList((Boxes(*(getattr(boxes, name)[a:b] for name in _BOX_FIELDS)),))
             for a, b in zip(bounds[:-1], bounds[1:])]

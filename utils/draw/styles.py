@@ -6,10 +6,13 @@ import string
 from dataclasses import dataclass
 
 from ..core.checks import Range, check_choice, check_range
-from .colors import parse_color
+from .colors import parse_color, parse_gradient
 from .curves import BEND_SIDES, CURVE_KINDS
 
-COLOR_MODES = ("single", "track")
+PALETTE_MODES = ("single", "track")
+"""Colour modes of trails and labels: one colour, or a palette colour per track."""
+COLOR_MODES = PALETTE_MODES + ("speed", "direction", "age")
+DEFAULT_GRADIENT = "#00E5FF,#FFD600,#FF1744"
 LINE_PATTERNS = ("solid", "dashed", "dotted")
 BOX_SHAPES = ("rounded", "brackets")
 SIZE_MODES = ("fixed", "track")
@@ -27,6 +30,8 @@ LINE_RANGES = {
     "dash_length": Range(0.0, 100_000.0, low_open=True),  # 0 passes unless the pattern is dashed
     "gap_length": Range(0.0, 100_000.0, low_open=True),  # 0 passes for solid lines
     "bend": Range(-2.0, 2.0),
+    "speed_range": Range(0.0, 100_000.0, low_open=True),
+    "age_range": Range(0.0, 10_000_000.0, low_open=True),
 }
 TRAIL_RANGES = {
     "length": Range(2, 240),
@@ -45,6 +50,8 @@ BOX_RANGES = {
     "fill_opacity": Range(0.0, 1.0),
     "roundness": Range(0.0, 1.0),
     "bracket_length": Range(0.0, 0.5),
+    "speed_range": LINE_RANGES["speed_range"],
+    "age_range": LINE_RANGES["age_range"],
 }
 LABEL_RANGES = {
     "size": Range(1.0, 512.0),
@@ -67,6 +74,10 @@ class LineStyle:
     ``color_mode='track'`` colours each edge from the track palette (by the
     lower track id, or a gradient between both ends when ``gradient``);
     ``single`` uses ``color``, fading to ``color_end`` when ``gradient``.
+    ``speed``, ``direction`` and ``age`` colour each end's track by its
+    motion (see :mod:`.motion`) through ``gradient_colors`` (two or more,
+    comma-separated), like ``track``: speed in pixels per frame over
+    ``speed_range``, age in frames over ``age_range``.
     """
 
     width: float = 2.0
@@ -81,6 +92,9 @@ class LineStyle:
     curve: str = "quadratic"
     bend: float = 0.3
     bend_side: str = "alternate"
+    gradient_colors: str = DEFAULT_GRADIENT
+    speed_range: float = 20.0
+    age_range: float = 90.0
 
     def __post_init__(self):
         ranges = LINE_RANGES
@@ -95,6 +109,7 @@ class LineStyle:
         check_choice("curve", self.curve, CURVE_KINDS)
         check_range("bend", self.bend, ranges["bend"])
         check_choice("bend side", self.bend_side, BEND_SIDES)
+        _check_motion_colors("line", self)
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,7 @@ class BoxStyle:
 
     ``roundness`` is the corner radius as a fraction of half the shorter side;
     ``bracket_length`` the corner-bracket arm as a fraction of the shorter side.
+    ``color_mode`` and the gradient fields work as in :class:`LineStyle` (per box).
     """
 
     size: float = 40.0
@@ -116,6 +132,9 @@ class BoxStyle:
     roundness: float = 0.3
     shape: str = "rounded"
     bracket_length: float = 0.25
+    gradient_colors: str = DEFAULT_GRADIENT
+    speed_range: float = 20.0
+    age_range: float = 90.0
 
     def __post_init__(self):
         ranges = BOX_RANGES
@@ -131,6 +150,14 @@ class BoxStyle:
         check_range("box roundness", self.roundness, ranges["roundness"])
         check_choice("box shape", self.shape, BOX_SHAPES)
         check_range("box bracket length", self.bracket_length, ranges["bracket_length"])
+        _check_motion_colors("box", self)
+
+
+def _check_motion_colors(what: str, style) -> None:
+    """The gradient fields of a line or box style (checked whatever the colour mode, so a bad one never waits)."""
+    parse_gradient(style.gradient_colors, f"{what} gradient_colors")
+    check_range(f"{what} speed range", style.speed_range, LINE_RANGES["speed_range"])
+    check_range(f"{what} age range", style.age_range, LINE_RANGES["age_range"])
 
 
 @dataclass(frozen=True)
@@ -162,13 +189,15 @@ class TrailStyle:
         check_range("trail fade", self.fade, ranges["fade"])
         check_range("trail smoothing", self.smoothing, ranges["smoothing"])
         parse_color(self.color, "trail color")
-        check_choice("trail color_mode", self.color_mode, COLOR_MODES)
+        check_choice("trail color_mode", self.color_mode, PALETTE_MODES)
         check_range("trail opacity", self.opacity, ranges["opacity"])
 
     @property
     def smoothing_frames(self) -> int:
         """Half the averaging window in frames (0: no smoothing)."""
         return round(self.smoothing * TRAIL_SMOOTHING_FRAMES)
+
+
 def check_label_format(template: str) -> None:
     """Raise ``ValueError`` unless ``template`` is a format string over :data:`LABEL_FIELDS` alone."""
     example = "e.g. '{id:03d}' or '{x:.0f},{y:.0f}'"
@@ -240,7 +269,7 @@ class LabelStyle:
             check_range(f"label {name.replace('_', ' ')}", getattr(self, name), ranges[name])
         for name in ("color", "plate_color", "plate_stroke_color"):
             parse_color(getattr(self, name), f"label {name}")
-        check_choice("label color_mode", self.color_mode, COLOR_MODES)
+        check_choice("label color_mode", self.color_mode, PALETTE_MODES)
         check_choice("label placement", self.placement, LABEL_PLACEMENTS)
         check_choice("label box_size_mode", self.box_size_mode, SIZE_MODES)
         check_font(self.font)

@@ -27,6 +27,8 @@ DEFAULT_LOOK = {
     "label_padding": 0.4,
     "label_margin": 0.5,
     "label_outline": 0.0,  # 0 = no plate outline
+    "glow_radius": 1.5,  # drawn only with a glow strength above 0
+    "speed_range": 2.0,  # per frame; used only by the colour mode 'speed'
 }
 """The default lengths, in percent of the frame height."""
 

@@ -1,4 +1,4 @@
-"""Per-frame neighbour graph over tracked points (kNN or radius), with caps and hysteresis.
+"""Per-frame neighbour graph over tracked points (kNN, radius, Delaunay or MST), with caps and hysteresis.
 
 Written once for NumPy and CuPy: every array step uses the module of the
 input (``xp``) and only functions both provide (sorts, ``unique``,
@@ -11,6 +11,11 @@ kNN plug may also offer ``knn.frames(points [T, N, 2], k, valid [T, N])``
 (see :func:`knn_cpu_frames`): batches without hysteresis then search every
 frame in one call.
 
+Delaunay triangulations and minimum spanning trees come from SciPy
+(``scipy.spatial.Delaunay``, ``scipy.sparse.csgraph.minimum_spanning_tree``)
+and are built on the host, frame by frame, for CuPy input too (the points
+are copied to the host and the pair keys uploaded back).
+
 Edges are undirected int64 ``[E, 2]`` index pairs with ``i < j``, unique and
 sorted by ``(i, j)``; lengths are float32 Euclidean distances in pixels. Every
 tie (equal distances) is broken by index, so results are deterministic.
@@ -22,13 +27,15 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import cKDTree
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import minimum_spanning_tree
+from scipy.spatial import Delaunay, QhullError, cKDTree
 
 from ..core.arrays import array_module, to_numpy
 from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
 
-MODES = ("knn", "radius")
+MODES = ("knn", "radius", "delaunay", "mst")
 # Accepted ranges of the numeric GraphParams fields (pixels, counts); the node widgets read these too.
 GRAPH_RANGES = {
     "k": Range(1, high_open=True),
@@ -45,8 +52,12 @@ class GraphParams:
     """How to link points.
 
     Attributes:
-        mode: ``"knn"`` (each point links to its ``k`` nearest; undirected union)
-            or ``"radius"`` (every pair at distance <= ``radius``).
+        mode: ``"knn"`` (each point links to its ``k`` nearest; undirected union),
+            ``"radius"`` (every pair at distance <= ``radius``), ``"delaunay"``
+            (the edges of the Delaunay triangulation) or ``"mst"`` (the
+            Euclidean minimum spanning tree). Delaunay and MST link distinct
+            positions: a point at the same position as a lower-indexed one gets
+            no edges of its own.
         k: neighbours proposed per point, >= 1 (kNN mode).
         radius: link distance in pixels, > 0 (radius mode).
         max_length: drop edges longer than this many pixels; 0 = no cap.
@@ -267,6 +278,82 @@ def _radius_keys(xp, pts, ids, n: int, params: GraphParams, pairs_within, sticky
     return keys[lengths <= limit]
 
 
+def _distinct_points(pts, ids):
+    """Host ids (ascending) and float64 positions of the points ``pts[ids]``, the first at each position only."""
+    host_ids, positions = to_numpy(ids), to_numpy(pts[ids]).astype(np.float64)
+    if len(host_ids) < 2:
+        return host_ids, positions
+    _, first = np.unique(positions, axis=0, return_index=True)
+    first.sort()
+    return host_ids[first], positions[first]
+
+
+def triangulation_pairs(positions: np.ndarray) -> np.ndarray:
+    """Index pairs ``i < j`` (int64 ``[P, 2]``, sorted) of the Delaunay triangulation of distinct ``positions``.
+
+    Two points give their one pair, fewer none. Collinear points, which Qhull
+    cannot triangulate (``QhullError``), give the chain of consecutive points
+    along their line: their minimum spanning tree.
+    """
+    count = len(positions)
+    if count < 3:
+        return np.array([[0, 1]], np.int64)[:max(count - 1, 0)]
+    try:
+        simplices = Delaunay(positions).simplices
+    except QhullError:
+        direction = positions[np.argmax(np.abs(positions - positions[0]).sum(axis=1))] - positions[0]
+        order = np.argsort((positions - positions[0]) @ direction, kind="stable")
+        pairs = np.stack([order[:-1], order[1:]], axis=1)
+    else:
+        pairs = np.concatenate([simplices[:, [0, 1]], simplices[:, [1, 2]], simplices[:, [0, 2]]])
+    return np.unique(np.sort(pairs, axis=1).astype(np.int64), axis=0)
+
+
+def spanning_tree_pairs(positions: np.ndarray, pairs: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The minimum spanning tree (forest) of the graph ``pairs`` (unique, ``i < j``) weighted by ``scores``.
+
+    Ties go to the lower ``(i, j)``: the weights handed to SciPy are the edges'
+    ranks by (score, i, j), which keeps the tree and makes it unique.
+    """
+    if len(pairs) == 0:
+        return np.zeros((0, 2), np.int64)
+    rank = np.empty(len(pairs), np.float64)
+    rank[np.lexsort((pairs[:, 1], pairs[:, 0], scores))] = np.arange(1, len(pairs) + 1)
+    graph = coo_matrix((rank, (pairs[:, 0], pairs[:, 1])), shape=(len(positions),) * 2).tocsr()
+    tree = minimum_spanning_tree(graph).tocoo()
+    return np.sort(np.stack([tree.row, tree.col], axis=1).astype(np.int64), axis=1)
+
+
+def _delaunay_keys(xp, pts, ids, n: int):
+    """Sorted unique pair keys of the Delaunay triangulation of the distinct points ``pts[ids]``."""
+    ids, positions = _distinct_points(pts, ids)
+    pairs = triangulation_pairs(positions)
+    return xp.asarray(np.sort(_pair_keys(np, ids[pairs[:, 0]], ids[pairs[:, 1]], n)))
+
+
+def _mst_keys(xp, pts, ids, n: int, params: GraphParams, sticky):
+    """Sorted pair keys of the minimum spanning tree of the distinct points ``pts[ids]``.
+
+    Sticky edges (between points of this frame) join the candidates, the
+    triangulation's edges (which hold every Euclidean MST), at their length
+    divided by ``1 + hysteresis``.
+    """
+    ids, positions = _distinct_points(pts, ids)
+    pairs = triangulation_pairs(positions)
+    if sticky is not None:
+        sticky = to_numpy(sticky)
+        local = np.full(n, -1, np.int64)
+        local[ids] = np.arange(len(ids))
+        old = local[_decode(np, sticky, n)]
+        pairs = np.unique(np.concatenate([pairs, old[(old >= 0).all(axis=1)]]), axis=0)
+    scores = _distances(positions, pairs[:, 0], pairs[:, 1])
+    if sticky is not None:
+        scores = np.where(_contains(np, sticky, _pair_keys(np, ids[pairs[:, 0]], ids[pairs[:, 1]], n)),
+                          scores / (1.0 + params.hysteresis), scores)
+    tree = spanning_tree_pairs(positions, pairs, scores)
+    return xp.asarray(np.sort(_pair_keys(np, ids[tree[:, 0]], ids[tree[:, 1]], n)))
+
+
 # ---------------------------------------------------------------------- caps
 
 
@@ -284,16 +371,19 @@ def _degree_mask(xp, edges, lengths, cap: int, n: int):
     return ok[:count] & ok[count:]
 
 
-def _apply_caps(xp, pts, edges, lengths, params: GraphParams):
-    """``delta_y_cap``, then ``max_length``, then ``degree_cap`` (true lengths)."""
+def _apply_caps(xp, pts, edges, lengths, params: GraphParams, slack=None):
+    """``delta_y_cap``, then ``max_length``, then ``degree_cap`` (true lengths, divided by ``slack`` [E]
+    where given: an edge with slack 1.25 passes caps 25 % tighter than its size)."""
     keep = xp.ones(edges.shape[0], dtype=bool)
+    measured = lengths if slack is None else lengths / slack
     if params.delta_y_cap > 0:
-        keep &= xp.abs(pts[edges[:, 1], 1] - pts[edges[:, 0], 1]) <= params.delta_y_cap
+        rise = xp.abs(pts[edges[:, 1], 1] - pts[edges[:, 0], 1])
+        keep &= (rise if slack is None else rise / slack) <= params.delta_y_cap
     if params.max_length > 0:
-        keep &= lengths <= params.max_length
-    edges, lengths = edges[keep], lengths[keep]
+        keep &= measured <= params.max_length
+    edges, lengths, measured = edges[keep], lengths[keep], measured[keep]
     if params.degree_cap > 0:
-        keep = _degree_mask(xp, edges, lengths, params.degree_cap, pts.shape[0])
+        keep = _degree_mask(xp, edges, measured, params.degree_cap, pts.shape[0])
         edges, lengths = edges[keep], lengths[keep]
     return edges, lengths
 
@@ -333,12 +423,23 @@ def build_edges(points, params: GraphParams, knn=knn_cpu, valid=None, previous=N
     (ties by the other endpoint's id) of BOTH endpoints, so every degree is
     <= the cap (a parallel rule, not a greedy loop).
 
+    Delaunay mode takes the triangulation's edges, MST mode the minimum
+    spanning tree (ties by index), both over the distinct positions of the
+    valid points: fewer than 3 give their one pair (2) or nothing, and
+    collinear points, which have no triangulation, give the chain along their
+    line (their MST).
+
     Hysteresis (``params.hysteresis > 0`` and ``previous`` given): edges in
     ``previous`` are sticky. kNN mode queries ``k + max(2, k)`` neighbours,
     scores sticky edges as ``length / (1 + margin)`` and new ones by length,
     and each point keeps its ``k`` best scores (ties by index). Radius mode
     keeps a sticky edge while ``length <= radius * (1 + margin)``; a new one
-    needs ``length <= radius``.
+    needs ``length <= radius``. MST mode builds the tree with sticky edges
+    (those still between distinct valid points) costing ``length / (1 +
+    margin)``. Delaunay mode keeps the triangulation's edges and lets sticky
+    ones pass the caps with the same margin: their length and rise are
+    divided by ``1 + margin`` for ``max_length``, ``delta_y_cap`` and the
+    degree ranking.
 
     Args:
         points: float32 ``[N, 2]`` pixel positions (NumPy or CuPy); not modified.
@@ -361,20 +462,27 @@ def build_edges(points, params: GraphParams, knn=knn_cpu, valid=None, previous=N
         sticky = None
     n = pts.shape[0]
     keys = _candidate_keys(xp, pts, xp.nonzero(mask)[0].astype(xp.int64), n, params, knn, pairs_within, sticky)
-    return _capped_edges(xp, pts, keys, n, params)
+    slack = None
+    if params.mode == "delaunay" and sticky is not None:
+        slack = xp.where(_contains(xp, sticky, keys), 1.0 + params.hysteresis, 1.0).astype(xp.float32)
+    return _capped_edges(xp, pts, keys, n, params, slack)
 
 
 def _candidate_keys(xp, pts, ids, n: int, params: GraphParams, knn, pairs_within, sticky):
     """Sorted unique pair keys (over ``n`` nodes) proposed among the points ``pts[ids]`` of one frame."""
     if params.mode == "knn":
         return _knn_keys(xp, pts, ids, n, params, knn, sticky)
+    if params.mode == "delaunay":
+        return _delaunay_keys(xp, pts, ids, n)
+    if params.mode == "mst":
+        return _mst_keys(xp, pts, ids, n, params, sticky)
     return _radius_keys(xp, pts, ids, n, params, pairs_within, sticky)
 
 
-def _capped_edges(xp, pts, keys, n: int, params: GraphParams):
-    """Edges and lengths of the pair ``keys`` (over ``n`` nodes of ``pts``), caps applied."""
+def _capped_edges(xp, pts, keys, n: int, params: GraphParams, slack=None):
+    """Edges and lengths of the pair ``keys`` (over ``n`` nodes of ``pts``), caps applied (see :func:`_apply_caps`)."""
     edges = _decode(xp, keys, n)
-    return _apply_caps(xp, pts, edges, edge_lengths(pts, edges), params)
+    return _apply_caps(xp, pts, edges, edge_lengths(pts, edges), params, slack)
 
 
 def _check_path(track_path, visibility):

@@ -14,6 +14,7 @@ import numpy as np
 from ..core.arrays import array_module
 from ..core.checks import broadcast_length
 from ..draw.display_list import DisplayList
+from .glow import Glow, glows
 from .layer import FRAME_DTYPES, layer_to_rgba
 
 
@@ -58,8 +59,8 @@ _DLPACK_CPU, _DLPACK_CUDA = 1, 2
 
 
 def render_batch(frames, overlays: list, renderer, with_layer: bool = False,
-                 progress: Callable[[int, int], None] | None = None) -> RenderedBatch:
-    """Draw ``overlays`` (one DisplayList per frame, or one for all) over ``frames``.
+                 progress: Callable[[int, int], None] | None = None, glow: Glow | None = None) -> RenderedBatch:
+    """Draw ``overlays`` (one DisplayList per frame, or one for all, each with its ``glow``) over ``frames``.
 
     ``frames`` is [B, H, W, 3] uint8 or float32 (NumPy, CuPy, or a DLPack
     tensor such as a torch tensor on the CPU or a CUDA device, read without a
@@ -77,6 +78,7 @@ def render_batch(frames, overlays: list, renderer, with_layer: bool = False,
     if 0 in frames.shape:
         raise ValueError(f"frames are empty (shape {list(frames.shape)})")
     _check_overlays(overlays)
+    glows(glow)
     count = broadcast_length(**{"the image batch": len(frames), "the overlay": len(overlays)})
     per_frame = list(overlays) if len(overlays) == count else [overlays[0]] * count
     height, width = frames.shape[1:3]
@@ -84,24 +86,27 @@ def render_batch(frames, overlays: list, renderer, with_layer: bool = False,
     layers = None
     if with_layer:
         layers = (np.zeros((count, height, width, 3), np.float32), np.zeros((count, height, width), np.float32))
-    renderer.render_frames(frames, per_frame, out, progress=progress, layers=layers)
+    renderer.render_frames(frames, per_frame, out, progress=progress, layers=layers, glow=glow)
     return RenderedBatch(out, *(layers or ()))
 
 
 def render_layers(overlays: list, count: int, height: int, width: int, renderer,
-                  progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The overlay alone, without frames: straight RGB float32 [B, H, W, 3] and alpha float32 [B, H, W].
+                  progress: Callable[[int, int], None] | None = None,
+                  glow: Glow | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The overlay alone (with its ``glow``), without frames: straight RGB float32 [B, H, W, 3] and alpha
+    float32 [B, H, W].
 
     ``count`` is the number of frames it will go over (``overlays`` of one
     entry repeat; otherwise the counts must match or ``count`` be 1). The
     pixels equal the ``layer_rgb``/``layer_alpha`` of :func:`render_batch`.
     """
     _check_overlays(overlays)
+    glows(glow)
     count = broadcast_length(**{"the image batch": count, "the overlay": len(overlays)})
     rgb = np.zeros((count, height, width, 3), np.float32)
     alpha = np.zeros((count, height, width), np.float32)
     for index in range(count):
-        layer = renderer.rasterize(overlays[index if len(overlays) > 1 else 0], height, width)
+        layer = renderer.rasterize(overlays[index if len(overlays) > 1 else 0], height, width, glow=glow)
         layer_to_rgba(layer, rgb[index], alpha[index])
         if progress is not None:
             progress(index + 1, count)

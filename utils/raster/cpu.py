@@ -6,6 +6,7 @@ import numpy as np
 
 from ..draw.display_list import DisplayList
 from .cpu_spans import prepare, rasterize_band
+from .glow import Glow, glow_layer, glows
 from .layer import SparseLayer, blend_pixels, check_frame, output_buffer
 from .renderer import Renderer
 
@@ -19,16 +20,19 @@ class CpuRenderer(Renderer):
 
     name = "cpu"
 
-    def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
-        """The premultiplied overlay layer of ``display_list`` as a sparse layer."""
+    def rasterize(self, display_list: DisplayList, height: int, width: int, glow: Glow | None = None) -> SparseLayer:
+        """The premultiplied overlay layer of ``display_list`` (over its ``glow``) as a sparse layer."""
         prepared = prepare(display_list)
         parts = self.pool.map(lambda rows: rasterize_band(prepared, rows, height, width), self.pool.bands(height))
-        return SparseLayer(height, width, np.concatenate([p.pixels for p in parts]),
-                           np.concatenate([p.color for p in parts], axis=1),
-                           np.concatenate([p.alpha for p in parts]))
+        return glow_layer(SparseLayer(height, width, np.concatenate([p.pixels for p in parts]),
+                                      np.concatenate([p.color for p in parts], axis=1),
+                                      np.concatenate([p.alpha for p in parts])), glow)
 
-    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
-        """``display_list`` composited over ``frame`` into a new frame (or ``out``), band by band."""
+    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None,
+               glow: Glow | None = None) -> np.ndarray:
+        """``display_list`` (with its ``glow``) composited over ``frame`` into a new frame (or ``out``), band by band."""
+        if glows(glow):  # the halo crosses bands: the whole layer first
+            return super().render(frame, display_list, out, glow)
         check_frame(frame)
         height, width = frame.shape[:2]
         out = output_buffer(frame, out)

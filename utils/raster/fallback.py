@@ -51,25 +51,25 @@ class FallbackRenderer:
                 self._cpu = self._cpu_factory()
         return getattr(self._cpu, method)(*args, **kwargs)
 
-    def render(self, frame, display_list, out=None):
+    def render(self, frame, display_list, out=None, glow=None):
         """See :meth:`CpuRenderer.render`."""
-        return self._call("render", frame, display_list, out=out)
+        return self._call("render", frame, display_list, out=out, glow=glow)
 
-    def render_frames(self, frames, overlays, out, progress=None, layers=None):
+    def render_frames(self, frames, overlays, out, progress=None, layers=None, glow=None):
         """See :meth:`Renderer.render_frames` (a GPU failure redraws the whole batch on the CPU)."""
-        return self._call("render_frames", frames, overlays, out, progress=progress, layers=layers)
+        return self._call("render_frames", frames, overlays, out, progress=progress, layers=layers, glow=glow)
 
-    def rasterize(self, display_list, height: int, width: int):
+    def rasterize(self, display_list, height: int, width: int, glow=None):
         """See :meth:`CpuRenderer.rasterize`."""
-        return self._call("rasterize", display_list, height, width)
+        return self._call("rasterize", display_list, height, width, glow=glow)
 
     def composite(self, frame, layer, out=None):
         """See :meth:`CpuRenderer.composite`."""
         return self._call("composite", frame, layer, out=out)
 
-    def render_layer(self, display_list, height: int, width: int):
+    def render_layer(self, display_list, height: int, width: int, glow=None):
         """See :meth:`CpuRenderer.render_layer`."""
-        return self._call("render_layer", display_list, height, width)
+        return self._call("render_layer", display_list, height, width, glow=glow)
 
     def close(self) -> None:
         """Release both renderers' resources."""

@@ -13,6 +13,10 @@ travel in large chunks through reused pinned buffers: host threads copy a
 chunk in while the GPU draws the one before, and copy finished chunks out
 into the result, so the host never waits for the bus and each frame crosses
 it once each way.
+
+With a glow (:mod:`.glow`) each frame's layer is stored densely in half
+precision, blurred along rows, then along columns by the kernel that puts the
+layer over its halo and composites both over the frame.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 from ..core.cuda import cuda_kernel
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList, GlyphAtlas, Glyphs, Polylines
+from .glow import Glow, gaussian_weights, glows
 from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
 from .renderer import Renderer
 from .segments import build_segment_table
@@ -54,6 +59,8 @@ _ATLASES_KEPT = 8  # glyph atlases a renderer keeps on the GPU
 _PIXEL_TYPES = {np.dtype(np.uint8): "unsigned char", np.dtype(np.float32): "float"}
 _KEY_TYPES = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
 _BIN_THREADS = 128  # a multiple of the warp size (bin_tiles claims key slots per warp)
+_GLOW_ROW_SPAN, _GLOW_COLUMN_ROWS = 256, 8  # as GLOW_ROW_SPAN, GLOW_COLUMN_ROWS in gpu_raster.cu
+_GLOW_BLOCK = (32, 8)
 HOST_CHUNK_BYTES = 128 * 2**20
 """Host frames cross the bus in chunks of about this many bytes (at least one frame)."""
 DEVICE_CHUNK_BYTES = 1 << 30
@@ -69,6 +76,15 @@ def _kernel_names():
         yield f"layer_tiles<{key}>"
         for pixel in _PIXEL_TYPES.values():
             yield f"composite_tiles<{pixel}, {key}>"
+    yield from _glow_kernel_names()
+
+
+def _glow_kernel_names():
+    yield from ("glow_rows", "glow_layer_rgba")
+    for key in _KEY_TYPES.values():
+        yield f"layer_dense<{key}>"
+    for pixel in _PIXEL_TYPES.values():
+        yield f"glow_composite<{pixel}>"
 
 
 _SOURCE = Path(__file__).with_name("gpu_raster.cu")
@@ -315,6 +331,7 @@ class GpuRenderer(Renderer):
         self._capacity = 1 << 16
         self._stream = None
         self._atlases = OrderedDict()
+        self._glow_weights_for = (None, None)  # (radius, its weights on the GPU)
 
     # -- scene and bins -------------------------------------------------------------
     def upload(self, display_list: DisplayList) -> DeviceScene:
@@ -438,9 +455,18 @@ class GpuRenderer(Renderer):
             np.int32(bins.tiles_x), np.int32(bins.frame_tiles), frames, np.int64(stride), out, np.int32(width),
             np.int32(height)))
 
+    def _draw(self, scene: DeviceScene, bins: TileBins, frames, out, frame_stride: int | None = None,
+              glow: Glow | None = None) -> None:
+        """:meth:`_composite`, or with a ``glow`` :meth:`_composite_glow`."""
+        if glows(glow):
+            self._composite_glow(scene, bins, frames, out, frame_stride, glow)
+        else:
+            self._composite(scene, bins, frames, out, frame_stride)
+
     # -- frames on the GPU ------------------------------------------------------------
-    def render_device(self, frame, scene: DeviceScene, out=None):
-        """Composite the scene's first frame over a GPU frame (CuPy [H, W, 3] uint8/float32) into ``out``."""
+    def render_device(self, frame, scene: DeviceScene, out=None, glow: Glow | None = None):
+        """Composite the scene's first frame (with its ``glow``) over a GPU frame (CuPy [H, W, 3] uint8/float32)
+        into ``out``."""
         import cupy
 
         if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype not in _PIXEL_TYPES:
@@ -448,10 +474,10 @@ class GpuRenderer(Renderer):
         out = cupy.empty_like(frame, order="C") if out is None else out
         if out.shape != frame.shape or out.dtype != frame.dtype or not out.flags.c_contiguous:
             raise ValueError(f"out must be a C-contiguous {frame.dtype} CuPy array of shape {list(frame.shape)}")
-        self._render_resident(cupy.ascontiguousarray(frame)[None], scene, out[None])
+        self._render_resident(cupy.ascontiguousarray(frame)[None], scene, out[None], glow=glow)
         return out
 
-    def _render_resident(self, frames, scene: DeviceScene, out, progress=None) -> None:
+    def _render_resident(self, frames, scene: DeviceScene, out, progress=None, glow: Glow | None = None) -> None:
         """Scene frame ``i`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``, all on the GPU."""
         count, height, width = out.shape[:3]
         per_chunk = int(np.clip(DEVICE_CHUNK_BYTES // max(out[0].nbytes, 1), 1, _MAX_CHUNK_FRAMES))
@@ -462,11 +488,11 @@ class GpuRenderer(Renderer):
                 source = frames[start:chunk.stop] if len(frames) > 1 else frames
                 stride = None if len(frames) > 1 else 0
                 bins = self.bin(scene, height, width, chunk, wait=False)  # no sync between the launches
-                self._composite(scene, bins, source, out[start:chunk.stop], stride)
+                self._draw(scene, bins, source, out[start:chunk.stop], stride, glow)
                 if not bins.fitted():
                     self._grow(bins)
-                    self._composite(scene, self.bin(scene, height, width, chunk), source, out[start:chunk.stop],
-                                    stride)
+                    self._draw(scene, self.bin(scene, height, width, chunk), source, out[start:chunk.stop], stride,
+                               glow)
                 if progress is not None:
                     progress(chunk.stop, count)
             stream.synchronize()
@@ -493,38 +519,43 @@ class GpuRenderer(Renderer):
             return pixels[order], layer[keep][order]
 
     # -- host frames ---------------------------------------------------------------
-    def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
-        """The overlay layer rasterised on the GPU, as a host sparse layer."""
+    def rasterize(self, display_list: DisplayList, height: int, width: int, glow: Glow | None = None) -> SparseLayer:
+        """The overlay layer (over its ``glow``) rasterised on the GPU, as a host sparse layer."""
         import cupy
 
-        pixels, rgba = self.layer_device(self.upload(display_list), height, width)
+        scene = self.upload(display_list)
+        pixels, rgba = (self.glow_layer_device(scene, height, width, glow) if glows(glow)
+                        else self.layer_device(scene, height, width))
         planar = cupy.ascontiguousarray(rgba.T).get()
         return SparseLayer(height, width, pixels.get(), planar[:3], planar[3])
 
-    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
-        """``display_list`` over a host ``frame`` into a new frame (or ``out``)."""
+    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None,
+               glow: Glow | None = None) -> np.ndarray:
+        """``display_list`` (with its ``glow``) over a host ``frame`` into a new frame (or ``out``)."""
         check_frame(frame)
         out = output_buffer(frame, out)
-        self.render_frames(frame[None], [display_list], out[None])
+        self.render_frames(frame[None], [display_list], out[None], glow=glow)
         return out
 
-    def render_frames(self, frames, overlays: list, out, progress=None, layers=None):
+    def render_frames(self, frames, overlays: list, out, progress=None, layers=None, glow: Glow | None = None):
         """``overlays[i]`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``.
 
         NumPy frames go through the pinned chunks; CuPy frames stay on the GPU
         (``out`` then a CuPy array too). ``progress(done, total)`` follows the
         chunks. ``layers`` (see :meth:`Renderer.render_frames`) is filled frame
-        by frame from sparse layers.
+        by frame from sparse layers. ``glow`` adds its halo to every overlay.
         """
         import cupy
 
+        glows(glow)  # a wrong type fails here, before any work
         scene = self.upload_batch(overlays)
         if isinstance(frames, np.ndarray):
-            self._render_host(frames, scene, out, progress)
+            self._render_host(frames, scene, out, progress, glow)
         else:
-            self._render_resident(cupy.ascontiguousarray(frames), scene, out, progress)
+            self._render_resident(cupy.ascontiguousarray(frames), scene, out, progress, glow)
         for index, display_list in enumerate(overlays if layers is not None else ()):
-            layer_to_rgba(self.rasterize(display_list, *out.shape[1:3]), layers[0][index], layers[1][index])
+            layer_to_rgba(self.rasterize(display_list, *out.shape[1:3], glow=glow), layers[0][index],
+                          layers[1][index])
         return out
 
     def _slots(self, frames: int, shape: tuple, dtype) -> list:
@@ -536,7 +567,8 @@ class GpuRenderer(Renderer):
                       cupy.cuda.Event(block=False, disable_timing=True))
                 for i in range(_SLOTS)]
 
-    def _render_host(self, frames: np.ndarray, scene: DeviceScene, out: np.ndarray, progress) -> None:
+    def _render_host(self, frames: np.ndarray, scene: DeviceScene, out: np.ndarray, progress,
+                     glow: Glow | None = None) -> None:
         """Host frames through the pinned chunks: copy in, draw in place on the GPU, copy out."""
         count, height, width = out.shape[:3]
         per_chunk = int(np.clip(HOST_CHUNK_BYTES // max(out[0].nbytes, 1), 1, _MAX_CHUNK_FRAMES))
@@ -567,7 +599,7 @@ class GpuRenderer(Renderer):
                     for copy in filling:
                         copy.result()
                     device.set(host, stream=stream)
-                    self._composite(scene, bins, device, device)
+                    self._draw(scene, bins, device, device, glow=glow)
                     device.get(stream=stream, out=host, blocking=False)
                     slot.event.record(stream)
                     launched.append((slot, chunk))
@@ -579,6 +611,62 @@ class GpuRenderer(Renderer):
             stream.synchronize()
         if failures:
             raise failures[0]
+
+    # -- glow ---------------------------------------------------------------------------
+    def _glow_weights(self, radius: float):
+        """The blur's weights (:func:`gaussian_weights`) on the GPU, kept for the last radius."""
+        import cupy
+
+        if self._glow_weights_for[0] != radius:
+            self._glow_weights_for = (radius, cupy.asarray(gaussian_weights(radius)))
+        return self._glow_weights_for[1]
+
+    def _glow_halo(self, scene: DeviceScene, bins: TileBins, frame: int, height: int, width: int, glow: Glow):
+        """Binned frame ``frame``'s dense layer and its blur along rows (half-precision RGBA [H, W, 4] each),
+        with the weights and their reach."""
+        import cupy
+
+        layer = self._buffer("glow_layer", height * width * 4, cupy.uint16).reshape(height, width, 4)
+        rows = self._buffer("glow_rows", height * width * 4, cupy.uint16).reshape(height, width, 4)
+        weights = self._glow_weights(glow.radius)
+        reach = len(weights) // 2
+        _kernel(f"layer_dense<{_KEY_TYPES[bins.keys.dtype]}>")((bins.frame_tiles,), (TILE, TILE), (
+            scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start, bins.tile_end,
+            np.int32(bins.tiles_x), np.int32(bins.frame_tiles), np.int32(frame), layer, np.int32(width),
+            np.int32(height)))
+        _kernel("glow_rows")((height, _blocks(width, _GLOW_ROW_SPAN)), (_GLOW_ROW_SPAN,), (
+            layer, rows, weights, np.int32(reach), np.int32(width)),
+            shared_mem=(_GLOW_ROW_SPAN + 2 * reach) * 16 + len(weights) * 4)
+        return layer, rows, weights, reach
+
+    @staticmethod
+    def _column_grid(height: int, width: int) -> tuple:
+        return _blocks(width, _GLOW_BLOCK[0]), _blocks(height, _GLOW_BLOCK[1] * _GLOW_COLUMN_ROWS)
+
+    def _composite_glow(self, scene: DeviceScene, bins: TileBins, frames, out, frame_stride, glow: Glow) -> None:
+        """:meth:`_composite` with a glow, frame by frame: dense layer, row blur, then column blur and composite."""
+        count, height, width = out.shape[:3]
+        for index in range(count):
+            layer, rows, weights, reach = self._glow_halo(scene, bins, index, height, width, glow)
+            frame = frames[0 if frame_stride == 0 else index]
+            kernel = _kernel(f"glow_composite<{_PIXEL_TYPES[out.dtype]}>")
+            kernel(self._column_grid(height, width), _GLOW_BLOCK, (
+                layer, rows, weights, np.int32(reach), np.float32(glow.strength), frame, out[index],
+                np.int32(width), np.int32(height)), shared_mem=len(weights) * 4)
+
+    def glow_layer_device(self, scene: DeviceScene, height: int, width: int, glow: Glow):
+        """Like :meth:`layer_device`, the first frame's layer over its ``glow``."""
+        import cupy
+
+        with self._on_stream():
+            bins = self.bin(scene, height, width)
+            layer, rows, weights, reach = self._glow_halo(scene, bins, 0, height, width, glow)
+            rgba = self._buffer("glow_rgba", height * width * 4, cupy.float32).reshape(-1, 4)
+            _kernel("glow_layer_rgba")(self._column_grid(height, width), _GLOW_BLOCK, (
+                layer, rows, weights, np.int32(reach), np.float32(glow.strength), rgba, np.int32(width),
+                np.int32(height)), shared_mem=len(weights) * 4)
+            pixels = cupy.flatnonzero(rgba[:, 3] > 0)
+            return pixels, rgba[pixels]
 
     def close(self) -> None:
         """Release host threads and pinned buffers."""

@@ -364,3 +364,146 @@ __global__ void layer_tiles(const Scene* scene, int prim_begin, const Key* keys,
     layer[(long long)blockIdx.x * TILE * TILE + threadIdx.y * TILE + threadIdx.x] =
         shade_pixel(s, keys, prim_mask, prim_begin, first, count, x + 0.5f, y + 0.5f, shared_prims);
 }
+
+// ---------------------------------------------------------------- glow
+// The glow (raster/glow.py) of one frame: layer_dense stores the frame's layer densely
+// (premultiplied RGBA in half precision), glow_rows blurs it along rows, and glow_composite
+// (or glow_layer_rgba) blurs along columns, strengthens the halo (alpha at most 1), puts the
+// layer over it and composites both over the frame (or writes them). Outside the frame is
+// zero. Half precision (11 significant bits) keeps every value within 1/4096 of float32.
+
+#define GLOW_ROW_SPAN 256  // pixels of a row per glow_rows block (= its threads)
+#define GLOW_COLUMN_ROWS 8  // rows per glow_composite thread (each input row loaded once per thread)
+
+__device__ __forceinline__ unsigned short to_half(float v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+__device__ __forceinline__ float from_half(unsigned short h) {
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
+    return v;
+}
+__device__ __forceinline__ ushort4 pack_half4(float4 v) {
+    return make_ushort4(to_half(v.x), to_half(v.y), to_half(v.z), to_half(v.w));
+}
+__device__ __forceinline__ float4 unpack_half4(ushort4 h) {
+    return make_float4(from_half(h.x), from_half(h.y), from_half(h.z), from_half(h.w));
+}
+__device__ __forceinline__ void add_weighted(float4& sum, float w, float4 v) {
+    sum.x += w * v.x; sum.y += w * v.y; sum.z += w * v.z; sum.w += w * v.w;
+}
+
+// One block per tile of binned frame `frame` (grid: frame_tiles): that frame's layer into the dense
+// row-major [height, width] buffer `layer` (zero where nothing is drawn).
+template <typename Key>
+__global__ void layer_dense(const Scene* scene, int prim_begin, const Key* keys, Key prim_mask,
+                            const int* tile_start, const int* tile_end, int tiles_x, int frame_tiles, int frame,
+                            ushort4* layer, int width, int height) {
+    __shared__ int shared_prims[TILE * TILE];
+    const Scene s = *scene;
+    long long tile = (long long)frame * frame_tiles + blockIdx.x;
+    int first = tile_start[tile], count = tile_end[tile] - first;
+    int x = (blockIdx.x % tiles_x) * TILE + threadIdx.x, y = (blockIdx.x / tiles_x) * TILE + threadIdx.y;
+    float4 acc = shade_pixel(s, keys, prim_mask, prim_begin, first, count, x + 0.5f, y + 0.5f, shared_prims);
+    if (x < width && y < height) layer[(long long)y * width + x] = pack_half4(acc);
+}
+
+// Row pass (grid: rows x row spans, GLOW_ROW_SPAN threads): each block reads its span and `reach`
+// pixels either side into shared memory once. Dynamic shared memory:
+// (GLOW_ROW_SPAN + 2 reach) float4 + (2 reach + 1) float.
+__global__ void glow_rows(const ushort4* in, ushort4* out, const float* weights, int reach, int width) {
+    extern __shared__ float4 span[];
+    float* w = (float*)(span + GLOW_ROW_SPAN + 2 * reach);
+    int x0 = blockIdx.y * GLOW_ROW_SPAN;
+    const ushort4* row = in + (long long)blockIdx.x * width;
+    for (int i = threadIdx.x; i < GLOW_ROW_SPAN + 2 * reach; i += blockDim.x) {
+        int x = x0 - reach + i;
+        span[i] = x >= 0 && x < width ? unpack_half4(row[x]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int i = threadIdx.x; i <= 2 * reach; i += blockDim.x) w[i] = weights[i];
+    __syncthreads();
+    int x = x0 + threadIdx.x;
+    if (x >= width) return;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int k = 0; k <= 2 * reach; ++k) add_weighted(sum, w[k], span[threadIdx.x + k]);
+    out[(long long)blockIdx.x * width + x] = pack_half4(sum);
+}
+
+// Column pass of rows y0 .. y0 + GLOW_COLUMN_ROWS - 1 of column x (weights `w` in shared memory).
+__device__ void glow_columns(const ushort4* rows, const float* w, int reach, int x, int y0, int width, int height,
+                             float4* sums) {
+    #pragma unroll
+    for (int k = 0; k < GLOW_COLUMN_ROWS; ++k) sums[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    int first = max(y0 - reach, 0), last = min(y0 + GLOW_COLUMN_ROWS - 1 + reach, height - 1);
+    for (int j = first; j <= last; ++j) {
+        float4 v = unpack_half4(rows[(long long)j * width + x]);
+        #pragma unroll
+        for (int k = 0; k < GLOW_COLUMN_ROWS; ++k) {
+            int t = j - (y0 + k) + reach;
+            if (t >= 0 && t <= 2 * reach) add_weighted(sums[k], w[t], v);
+        }
+    }
+}
+
+// The layer over its halo (premultiplied): the halo times `strength`, scaled down to alpha 1 where above.
+__device__ __forceinline__ float4 glow_under(float4 layer, float4 halo, float strength) {
+    float scale = strength / fmaxf(1.0f, strength * halo.w) * (1.0f - layer.w);
+    return make_float4(layer.x + scale * halo.x, layer.y + scale * halo.y, layer.z + scale * halo.z,
+                       layer.w + scale * halo.w);
+}
+
+// Loads the weights into shared memory and gives the block's column and first row (block 32 x 8 threads,
+// grid: column blocks x row blocks of 8 * GLOW_COLUMN_ROWS rows). Dynamic shared memory: (2 reach + 1) float.
+__device__ __forceinline__ void glow_column_setup(const float* weights, int reach, float* w, int* x, int* y0) {
+    int lane = threadIdx.y * blockDim.x + threadIdx.x;
+    for (int i = lane; i <= 2 * reach; i += blockDim.x * blockDim.y) w[i] = weights[i];
+    __syncthreads();
+    *x = blockIdx.x * blockDim.x + threadIdx.x;
+    *y0 = (blockIdx.y * blockDim.y + threadIdx.y) * GLOW_COLUMN_ROWS;
+}
+
+// Column pass, then the layer over its halo over `frame` into `out` (may be `frame`).
+template <typename T>
+__global__ void glow_composite(const ushort4* layer, const ushort4* rows, const float* weights, int reach,
+                               float strength, const T* frame, T* out, int width, int height) {
+    extern __shared__ float w[];
+    int x, y0;
+    glow_column_setup(weights, reach, w, &x, &y0);
+    if (x >= width || y0 >= height) return;
+    float4 sums[GLOW_COLUMN_ROWS];
+    glow_columns(rows, w, reach, x, y0, width, height, sums);
+    float scale = channel_scale(frame);
+    #pragma unroll
+    for (int k = 0; k < GLOW_COLUMN_ROWS; ++k) {
+        int y = y0 + k;
+        if (y >= height) break;
+        long long p = (long long)y * width + x, i = 3 * p;
+        float4 c = glow_under(unpack_half4(layer[p]), sums[k], strength);
+        float keep = 1.0f - c.w;
+        float r = c.x * scale + keep * load_channel(frame, i), g = c.y * scale + keep * load_channel(frame, i + 1);
+        float b = c.z * scale + keep * load_channel(frame, i + 2);
+        store_channel(out, i, r);
+        store_channel(out, i + 1, g);
+        store_channel(out, i + 2, b);
+    }
+}
+
+// Column pass, then the layer over its halo into `out` (premultiplied RGBA, float32 [height, width]).
+__global__ void glow_layer_rgba(const ushort4* layer, const ushort4* rows, const float* weights, int reach,
+                                float strength, float4* out, int width, int height) {
+    extern __shared__ float w[];
+    int x, y0;
+    glow_column_setup(weights, reach, w, &x, &y0);
+    if (x >= width || y0 >= height) return;
+    float4 sums[GLOW_COLUMN_ROWS];
+    glow_columns(rows, w, reach, x, y0, width, height, sums);
+    #pragma unroll
+    for (int k = 0; k < GLOW_COLUMN_ROWS; ++k) {
+        int y = y0 + k;
+        if (y >= height) break;
+        long long p = (long long)y * width + x;
+        out[p] = glow_under(unpack_half4(layer[p]), sums[k], strength);
+    }
+}

@@ -1,7 +1,8 @@
 """What every renderer shares: host frames composited band by band on a thread pool.
 
-Subclasses provide ``rasterize`` (display list -> sparse layer) and may
-override ``render`` and ``render_frames`` with faster fused paths.
+Subclasses provide ``rasterize`` (display list -> sparse layer, with its glow
+when a :class:`~.glow.Glow` is given) and may override ``render`` and
+``render_frames`` with faster fused paths.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 from ..core.arrays import to_numpy
 from ..draw.display_list import DisplayList
 from .bands import BandPool
+from .glow import Glow
 from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
 
 
@@ -26,35 +28,37 @@ class Renderer:
     def __init__(self, workers: int | None = None):
         self.pool = BandPool(workers)
 
-    def rasterize(self, display_list: DisplayList, height: int, width: int) -> SparseLayer:
-        """The premultiplied overlay layer of ``display_list`` as a sparse layer."""
+    def rasterize(self, display_list: DisplayList, height: int, width: int, glow: Glow | None = None) -> SparseLayer:
+        """The premultiplied overlay layer of ``display_list`` (over its ``glow``) as a sparse layer."""
         raise NotImplementedError
 
-    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None) -> np.ndarray:
-        """``display_list`` composited over ``frame`` into a new frame (or ``out``)."""
+    def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None,
+               glow: Glow | None = None) -> np.ndarray:
+        """``display_list`` (with its ``glow``) composited over ``frame`` into a new frame (or ``out``)."""
         check_frame(frame)
-        return self.composite(frame, self.rasterize(display_list, *frame.shape[:2]), out)
+        return self.composite(frame, self.rasterize(display_list, *frame.shape[:2], glow=glow), out)
 
-    def render_frames(self, frames, overlays: list, out, progress=None, layers=None):
+    def render_frames(self, frames, overlays: list, out, progress=None, layers=None, glow: Glow | None = None):
         """``overlays[i]`` over ``frames[i]`` (or ``frames[0]`` for all) into ``out[i]``, frame by frame.
 
         ``layers`` = (rgb [n, H, W, 3], alpha [n, H, W]), zero-filled float32
         host arrays, also receives each overlay alone (one rasterisation feeds
         both). CuPy frames are rendered through host copies (``out`` is then a
         CuPy array too). ``progress(done, total)`` is called after every frame.
+        ``glow`` adds its halo to every overlay (and to ``layers``).
         """
         if not isinstance(frames, np.ndarray):  # frames on a GPU, drawn on the CPU
             host = np.empty(out.shape, out.dtype)
-            self.render_frames(to_numpy(frames), overlays, host, progress, layers)
+            self.render_frames(to_numpy(frames), overlays, host, progress, layers, glow)
             out.set(host)
             return out
         height, width = frames.shape[1:3]
         for index, display_list in enumerate(overlays):
             frame = frames[index if len(frames) > 1 else 0]
             if layers is None:
-                self.render(frame, display_list, out=out[index])
+                self.render(frame, display_list, out=out[index], glow=glow)
             else:
-                layer = self.rasterize(display_list, height, width)
+                layer = self.rasterize(display_list, height, width, glow=glow)
                 self.composite(frame, layer, out=out[index])
                 layer_to_rgba(layer, layers[0][index], layers[1][index])
             if progress is not None:
@@ -66,9 +70,9 @@ class Renderer:
         check_frame(frame)
         return self.pool.composite(frame, layer, output_buffer(frame, out))
 
-    def render_layer(self, display_list: DisplayList, height: int, width: int):
-        """The overlay alone: straight RGB float32 [H, W, 3] and alpha float32 [H, W]."""
-        return layer_to_rgba(self.rasterize(display_list, height, width))
+    def render_layer(self, display_list: DisplayList, height: int, width: int, glow: Glow | None = None):
+        """The overlay alone (with its ``glow``): straight RGB float32 [H, W, 3] and alpha float32 [H, W]."""
+        return layer_to_rgba(self.rasterize(display_list, height, width, glow=glow))
 
     def close(self) -> None:
         """Stop the worker threads (the renderer stays usable)."""

@@ -20,6 +20,7 @@ import numpy as np
 BYTES_PER_CANDIDATE = 24
 GRAPH_BYTES_PER_POINT = 120  # per point and neighbour: candidates, pair keys, sort buffers (measured: k=3, 500 B/point)
 FRAME_BASE_BYTES = 64 << 20  # band buffers, pools and the display list's fixed arrays
+GLOW_BYTES_PER_PIXEL = 80  # the CPU glow's dense planes and result, per frame pixel (measured: 73 at 1080p)
 DEFAULT_SHARE = 0.5  # of the available memory: room for the rest of the system and for estimation error
 
 
@@ -65,6 +66,11 @@ class Budget:
         """Frames of ``width`` x ``height`` held ``in_flight`` at once (decoded, drawn, encoded)."""
         self.require(width * height * 4 * in_flight + FRAME_BASE_BYTES, f"a {width}x{height} video",
                      "render a smaller video")
+
+    def check_glow(self, width: int, height: int) -> None:
+        """A glow over frames of ``width`` x ``height`` (at worst the whole frame)."""
+        self.require(width * height * GLOW_BYTES_PER_PIXEL + FRAME_BASE_BYTES, f"the glow of a {width}x{height} "
+                     "video", "render a smaller video, or without glow")
 
     def check_points(self, count: int, neighbours: int, where: str) -> None:
         """Building the neighbour graph of ``count`` points."""

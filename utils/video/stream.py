@@ -43,9 +43,11 @@ import numpy as np
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
 from ..draw.labels import label_overlay
+from ..draw.motion import MOTION_MODES, MotionTracker, motion_colors
 from ..draw.overlays import box_overlay, link_polylines, trail_geometry, trail_polylines
 from ..draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from ..graph.neighbours import GraphParams, build_edges, edge_lengths
+from ..raster.glow import Glow
 from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
 from ..tracks.detect import TrackDetector
@@ -216,14 +218,15 @@ class DemoPoints(PointSource):
 
 @dataclass(frozen=True)
 class OverlaySpec:
-    """What to draw: the neighbour graph's links (``lines``), boxes, motion trails and text labels;
-    None skips a part."""
+    """What to draw: the neighbour graph's links (``lines``), boxes, motion trails and text labels (None
+    skips a part), and their ``glow``."""
 
     graph: GraphParams = field(default_factory=GraphParams)
     lines: LineStyle | None = field(default_factory=LineStyle)
     boxes: BoxStyle | None = field(default_factory=BoxStyle)
     trails: TrailStyle | None = None
     labels: LabelStyle | None = None
+    glow: Glow = field(default_factory=Glow)
 
 
 class TrailHistory:
@@ -271,7 +274,9 @@ class OverlayBuilder:
     The graph is built per frame with the previous frame's edges (pairs of
     track columns) as ``previous``, so hysteresis works across the stream;
     trails come from a :class:`TrailHistory` of the frames they need, and
-    equal the batch builder's (``trail_overlay``). Call it once per frame, in
+    equal the batch builder's (``trail_overlay``); colours by motion or age
+    keep the previous positions and each column's first frame
+    (:class:`~..draw.motion.MotionTracker`). Call it once per frame, in
     order (or :meth:`advance` for frames that are not drawn). With a
     :class:`Budget`, a frame whose graph or drawing would need more memory
     than is available raises ``MemoryBudgetError`` first.
@@ -285,6 +290,13 @@ class OverlayBuilder:
         self.edges = None
         trails = spec.trails
         self.history = None if trails is None else TrailHistory(trails.length + trails.smoothing_frames)
+        styles = [style for style in (spec.lines, spec.boxes) if style is not None]
+        self.motion = MotionTracker() if any(style.color_mode in MOTION_MODES for style in styles) else None
+
+    @property
+    def needs_history(self) -> bool:
+        """Whether a frame's picture depends on every frame before it (hysteresis, colours by motion or age)."""
+        return (self.spec.lines is not None and self.spec.graph.hysteresis > 0) or self.motion is not None
 
     def _graph(self, points: FramePoints, where: str):
         positions = np.asarray(points.positions, np.float32)
@@ -297,17 +309,32 @@ class OverlayBuilder:
         return positions, valid
 
     def advance(self, points: FramePoints) -> None:
-        """Update the graph's and the trails' memory with a frame that is not drawn (before a frame range)."""
+        """Update the graph's, the trails' and the motion's memory with a frame that is not drawn (before a
+        frame range)."""
         if self.spec.lines is not None and self.spec.graph.hysteresis > 0:
             self._graph(points, "a frame before the range")
         if self.history is not None:
             self.history.push(points)
+        if self.motion is not None:
+            self._motion(points)
 
     def replay_start(self, start: int) -> int:
         """The first frame to :meth:`advance` through before drawing from frame ``start``."""
-        if self.spec.lines is not None and self.spec.graph.hysteresis > 0:
+        if self.needs_history:
             return 0
         return start if self.history is None else max(0, start - self.history.frames)
+
+    def _motion(self, points: FramePoints):
+        """This frame's motion (and the tracker's memory of it), or None without motion colours."""
+        if self.motion is None:
+            return None
+        positions = np.asarray(points.positions, np.float32)
+        return self.motion(positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1))
+
+    @staticmethod
+    def _colors(style, motion):
+        return None if style is None or motion is None or style.color_mode not in MOTION_MODES else \
+            motion_colors(style, motion)
 
     def _check_budget(self, points: FramePoints, positions, valid, where: str) -> None:
         lines, boxes = self.spec.lines, self.spec.boxes
@@ -342,6 +369,7 @@ class OverlayBuilder:
         where = "a frame" if index is None else f"frame {index}"
         positions, valid = self._graph(points, where)
         self._check_budget(points, positions, valid, where)
+        motion = self._motion(points)
         opacity = None if points.opacity is None else np.asarray(points.opacity, np.float32)
         result = DisplayList()
         if self.history is not None:
@@ -352,11 +380,12 @@ class OverlayBuilder:
         if self.spec.lines is not None:
             ids = np.arange(len(valid))
             result += DisplayList((link_polylines(np.nan_to_num(positions), ids, self.edges, self.spec.lines,
-                                                  opacity),))
+                                                  opacity, self._colors(self.spec.lines, motion)),))
         if self.spec.boxes is not None:
             sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
+            colors = self._colors(self.spec.boxes, motion)
             result += box_overlay(positions[None], valid[None], self.spec.boxes, sizes,
-                                  None if opacity is None else opacity[None])[0]
+                                  None if opacity is None else opacity[None], None if colors is None else colors[None])[0]
         if self.spec.labels is not None:
             sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
             result += label_overlay(positions[None], valid[None], self.spec.labels, points.texts, sizes,
@@ -373,12 +402,14 @@ def overlay_frames(frames: Iterable[np.ndarray], points: PointSource, spec: Over
     builder = None
     for frame, frame_points in points.pairs(frames):
         builder = builder or OverlayBuilder(spec, frame_size=(frame.shape[1], frame.shape[0]))
-        yield renderer.render(frame, builder(frame_points))
+        yield renderer.render(frame, builder(frame_points), glow=spec.glow)
 
 
-def layer_rgba(renderer, display_list: DisplayList, height: int, width: int, out: np.ndarray | None = None):
-    """The overlay alone as uint8 RGBA [H, W, 4], straight alpha, from the renderer's ``render_layer``."""
-    rgb, alpha = renderer.render_layer(display_list, height, width)
+def layer_rgba(renderer, display_list: DisplayList, height: int, width: int, out: np.ndarray | None = None,
+               glow: Glow | None = None):
+    """The overlay alone (with its ``glow``) as uint8 RGBA [H, W, 4], straight alpha, from the renderer's
+    ``render_layer``."""
+    rgb, alpha = renderer.render_layer(display_list, height, width, glow=glow)
     out = np.empty((height, width, 4), np.uint8) if out is None else out
     np.multiply(rgb, 255.0, out=rgb)
     rgb += 0.5
@@ -431,6 +462,7 @@ class FrameSource:
                 self.close()
                 self.frames = iter_video_frames(self.path, start)
             return self.frames.timed()
+        skip = start
         if self.clip is not None and start:
             if start >= self.clip.frame_count:
                 raise ValueError(f"the video has {self.clip.frame_count} frames; it has no frame {start} to "
@@ -439,7 +471,8 @@ class FrameSource:
             count = self.clip.frame_count - start
             self.frames = _canvas(self.clip, count) if self.canvas else (
                 self.clip.frame(index) for index in range(start, self.clip.frame_count))
-        frames = itertools.islice(self.frames, start, None) if start and self.clip is None else self.frames
+            skip = 0  # the clip's frames now begin at ``start``
+        frames = itertools.islice(self.frames, skip, None) if skip else self.frames
         return (DecodedFrame(image, index, Fraction(index) / self.fps) for index, image in enumerate(frames, start))
 
     def report(self, start: int, drawn: int, to_the_end: bool) -> None:
@@ -603,6 +636,8 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
         range_ = FrameRange(start_frame, end_frame, max_frames)
         budget = Budget() if budget is None else budget
         budget.check_frames(source.width, source.height, 2 * QUEUE_DEPTH + 4)
+        if spec.glow.enabled:
+            budget.check_glow(source.width, source.height)
         _preflight(points, spec, budget, range_)
         writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio)
         try:
@@ -649,9 +684,9 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
             buffer = np.empty((*size, channels), np.uint8)
         display_list = builder(frame_points, item.index)
         if layer_only:
-            drawn = layer_rgba(renderer, display_list, *size, buffer)
+            drawn = layer_rgba(renderer, display_list, *size, buffer, glow=spec.glow)
         else:
-            drawn = renderer.render(image, display_list, out=buffer)
+            drawn = renderer.render(image, display_list, out=buffer, glow=spec.glow)
         return item.index, item.time, drawn
 
     def write(result) -> None:
