@@ -35,7 +35,7 @@ from trackoverlay.utils.video.nvcodec import (
 from video_clips import colour_frame, decoded, frame_times, make_video, streams
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "overlay_video.py"
-PYAV_MATCH = 3  # levels: NV12 -> RGB here against FFmpeg's converter (PyAV's frames)
+PYAV_MATCH = 3  # levels: exact NV12 -> RGB here against FFmpeg's fast converter (PyAV's frames), 1-3 levels low
 
 
 @pytest.fixture(autouse=True)

@@ -33,7 +33,8 @@ from video_clips import colour_frame, decoded, frame_times, make_video
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("PyNvVideoCodec") is None,
                                                   reason="PyNvVideoCodec is not installed (the nvcodec extra)")]
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "overlay_video.py"
-PYAV_MATCH = 3  # levels: NVDEC's NV12 made RGB here, against PyAV's frames (FFmpeg's converter)
+PYAV_MATCH = 4  # levels, NVDEC's frames against PyAV's: FFmpeg's fast YUV->RGB runs 1-3 levels low (3 on the
+#                CPU in test_nvcodec.py), and float32 on the GPU may round the other way (+1)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -154,15 +155,16 @@ def test_cli_nvdec_render_matches_the_cpu_decoded_render(clips, cli, tmp_path, c
                          str(tmp_path / f"{decoder}_png")])
         out = capsys.readouterr().out
         assert code == 0, out
-        assert f"INFO: decoder: {decoder} (requested)" in out and "PyAV decodes it" not in out, out
+        assert f"INFO: decoder: {decoder} (requested)" in out, out
+        assert "PyAV decodes" not in out and "NVDEC failed" not in out, out  # no fallback, at the start or later
     videos = [decoded(tmp_path / f"{decoder}.mp4") for decoder in ("nvdec", "cpu")]
     assert frame_times(tmp_path / "nvdec.mp4") == frame_times(tmp_path / "cpu.mp4")
     worst = [(int(np.abs(a.astype(np.int16) - b).max()), float(np.abs(a.astype(np.int16) - b).mean()))
              for a, b in zip(*videos, strict=True)]  # through device I420 planes vs the CPU's converter
-    assert max(m for m, _ in worst) <= 8 and max(m for _, m in worst) <= 1.0, f"(max, mean) per frame: {worst}"
+    assert max(m for m, _ in worst) <= 10 and max(m for _, m in worst) <= 2.0, f"(max, mean) per frame: {worst}"
     for name in sorted(p.name for p in (tmp_path / "cpu_png").iterdir()):  # RGB downloaded once per frame
         ours, theirs = (cv2.imread(str(tmp_path / f"{d}_png" / name)).astype(np.int16) for d in ("nvdec", "cpu"))
-        assert np.abs(ours - theirs).max() <= PYAV_MATCH + 1, name
+        assert np.abs(ours - theirs).max() <= PYAV_MATCH + 1, name  # + 1: blending rounds
 
 
 # -- NVENC --------------------------------------------------------------------------------------------------------

@@ -142,22 +142,29 @@ def choose_decoder(requested: str = "auto", *, gpu_renderer: bool, host_pixels: 
 
 # -- colour: NV12 <-> RGB, written once for NumPy and CuPy -------------------------------------------------------
 
+@functools.lru_cache(maxsize=16)
+def _from_yuv(matrix: str, full_range: bool) -> tuple:
+    """(offsets [3], rows [3, 3]) that make RGB of Y, Cb, Cr: RGB = rows @ (YCbCr - offsets)."""
+    rows = yuv_rows(matrix, full_range).astype(np.float64)
+    return tuple(rows[:, 3].tolist()), np.linalg.inv(rows[:, :3]).tolist()
+
+
 def nv12_to_rgb(luma, chroma, matrix: str = "itu709", full_range: bool = False):
     """uint8 RGB [H, W, 3] of NV12 planes (NumPy or CuPy): luma [H, W] and interleaved Cb, Cr [H/2, W/2, 2].
 
-    Each chroma sample covers its 2x2 block, as in FFmpeg's own conversion, so
-    frames match PyAV's (:func:`~.io.frame_to_rgb`) within 3 levels.
+    Each chroma sample covers its 2x2 block, as in FFmpeg's own conversion.
+    Values are rounded exactly; FFmpeg's fast converter (PyAV's frames,
+    :func:`~.io.frame_to_rgb`) runs 1 to 3 levels lower on colours.
     """
     xp = array_module(luma)
     height, width = luma.shape
-    rows = yuv_rows(matrix, full_range).astype(np.float64)
-    inverse = np.linalg.inv(rows[:, :3])  # RGB = inverse @ (Y, Cb, Cr - offsets)
-    y = (luma.astype(xp.float32) - float(rows[0, 3])).reshape(height // 2, 2, width // 2, 2)
-    cb = (chroma[..., 0].astype(xp.float32) - float(rows[1, 3]))[:, None, :, None]
-    cr = (chroma[..., 1].astype(xp.float32) - float(rows[2, 3]))[:, None, :, None]
+    offsets, rows = _from_yuv(matrix, full_range)
+    y = (luma.astype(xp.float32) - offsets[0]).reshape(height // 2, 2, width // 2, 2)
+    cb = (chroma[..., 0].astype(xp.float32) - offsets[1])[:, None, :, None]
+    cr = (chroma[..., 1].astype(xp.float32) - offsets[2])[:, None, :, None]
     rgb = xp.empty((height, width, 3), xp.uint8)
-    for channel, (from_y, from_cb, from_cr) in enumerate(inverse):
-        value = y * float(from_y) + cb * float(from_cb) + cr * float(from_cr)
+    for channel, (from_y, from_cb, from_cr) in enumerate(rows):
+        value = y * from_y + cb * from_cb + cr * from_cr
         rgb[..., channel] = xp.clip(xp.rint(value), 0, 255).reshape(height, width)
     return rgb
 
