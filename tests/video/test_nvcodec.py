@@ -320,6 +320,16 @@ def test_nvenc_that_does_not_start_falls_back_to_x264(fake, tmp_path, sound_clip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4"]
 
 
+def test_without_the_extra_x264_is_chosen_quietly(absent, tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="trackoverlay"):
+        writer = open_video_writer(tmp_path / "out.mp4", "auto", 64, 48, fps=25)
+    writer.abort()
+    assert type(writer) is VideoWriter
+    assert [(record.levelno, record.getMessage()) for record in caplog.records] == [
+        (logging.DEBUG, "encoder: libx264 on the CPU, not NVENC: PyNvVideoCodec is not installed "
+                        "(pip install 'track-overlay[nvcodec]')")]
+
+
 def test_nvenc_requested_but_not_starting_is_an_error(fake, tmp_path):
     fake.fail_encoder = NVENC_ERROR
     with pytest.raises(RuntimeError, match=r"encoder 'nvenc' was requested but NVENC cannot start \(PyNvVCException: "

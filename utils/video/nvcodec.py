@@ -557,7 +557,8 @@ class NvencWriter(VideoWriter):
 def open_video_writer(path, encoder: str = "cpu", width: int = 0, height: int = 0, *, layer_only: bool = False,
                       **options) -> VideoWriter:
     """The writer of a video output: :class:`NvencWriter` for ``encoder`` ``"auto"`` or ``"nvenc"`` where NVENC
-    can write it, else a :class:`~.io.VideoWriter` (x264, x265, VP9, ...), the reason logged.
+    can write it, else a :class:`~.io.VideoWriter` (x264, x265, VP9, ...), the reason logged (at INFO where
+    PyNvVideoCodec and a GPU are there, else at DEBUG).
 
     ``width``/``height`` are the frames' size; ``options`` go to the writer
     (``fps``, ``crf``, ``preset``, ``codec``, ``inputs``, ``audio``,
@@ -579,7 +580,9 @@ def open_video_writer(path, encoder: str = "cpu", width: int = 0, height: int = 
                 raise RuntimeError(f"encoder 'nvenc' was requested but {why}. Choose encoder 'cpu' (x264).") \
                     from None
             writer = VideoWriter(path, layer_only=layer_only, **options)
-            LOGGER.info("encoder: %s on the CPU, not NVENC: %s", writer.format.codec, why)
+            present = _library()[0] is not None  # without the extra or a GPU there is nothing to report
+            LOGGER.log(logging.INFO if present else logging.DEBUG, "encoder: %s on the CPU, not NVENC: %s",
+                       writer.format.codec, why)
             return writer
     return VideoWriter(path, layer_only=layer_only, **options)
 
