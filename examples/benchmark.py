@@ -19,7 +19,8 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          worst milliseconds per frame over --repeat frames of the demo clip (detection
          defaults: 100 points, redetect every 5 frames); --size picks one size
   video  the video path users run: the CLI's render (track file, 100 points) on a textured clip against
-         plain PyAV transcodes of the same clip at the same x264 settings, 1080p and 4K (frames per second)
+         plain PyAV transcodes of the same clip at the same x264 settings, 1080p and 4K (frames per second);
+         PyAV decodes, and on the GPU with the nvcodec extra one more run decodes with NVDEC
   trails motion trails of 30 frames for 1000 points at 4K (TrailStyle defaults, width 3 px; points move
          2..8 px per frame with 1 px jitter, default_rng(0)): building them (whole clip and one streamed
          frame), and one frame drawn on the CPU, or on the GPU with the frame resident
@@ -523,8 +524,10 @@ def bench_video(backend: str, frames: int, preset: str, sizes=("1920x1080", "384
 
     from trackoverlay.utils.tracks.contract import Tracks
     from trackoverlay.utils.tracks.track_file import save_tracks_json
+    from trackoverlay.utils.video.nvcodec import probe_nvdec
 
     results = {}
+    x264 = ("--encoder", "cpu")  # the transcodes' encoder
     with tempfile.TemporaryDirectory(prefix="trackoverlay-bench-") as folder:
         for size in sizes:
             width, height = parse_size(size)
@@ -539,10 +542,14 @@ def bench_video(backend: str, frames: int, preset: str, sizes=("1920x1080", "384
                 "transcode via RGB (serial, as the CLI converts)": lambda: _transcode(
                     clip, os.path.join(folder, "b.mp4"), preset, True),
                 "CLI, nothing drawn (decode, convert, encode alone)": lambda: _overlay_cli(
-                    clip, os.path.join(folder, "c.mp4"), tracks, backend, preset, "--no-lines", "--no-boxes"),
+                    clip, os.path.join(folder, "c.mp4"), tracks, backend, preset, "--no-lines", "--no-boxes",
+                    "--decoder", "cpu", *x264),
                 f"CLI overlay, track file, 100 points, {backend}": lambda: _overlay_cli(
-                    clip, os.path.join(folder, "d.mp4"), tracks, backend, preset),
+                    clip, os.path.join(folder, "d.mp4"), tracks, backend, preset, "--decoder", "cpu", *x264),
             }
+            if backend == "gpu" and probe_nvdec()[0]:
+                runs[f"CLI overlay, track file, 100 points, {backend}, NVDEC decode"] = lambda: _overlay_cli(
+                    clip, os.path.join(folder, "e.mp4"), tracks, backend, preset, "--decoder", "nvdec", *x264)
             for name, run in runs.items():
                 start = time.perf_counter()
                 run()

@@ -8,6 +8,7 @@
     python examples/overlay_video.py --size 1920x1080 --frames 60   # dark canvas, synthetic tracks
     python examples/overlay_video.py clip.mp4 --trails --trail-length 20 --trail-color-mode track
     python examples/overlay_video.py clip.mp4 --labels format --label-format "#{id:03d}"   # text labels
+    python examples/overlay_video.py clip.mp4 --tracks tracks.json --backend gpu --decoder nvdec  # GPU decode
 
 Without INPUT it renders the built-in procedural demo (glowing dots that are
 detected and tracked like any video); with --size, --frames or --tracks and no
@@ -58,6 +59,7 @@ from trackoverlay.utils.tracks.track_file import load_tracks_json
 from trackoverlay.utils.video.budget import Budget
 from trackoverlay.utils.video.formats import CODECS
 from trackoverlay.utils.video.io import MAX_FPS, X264_PRESETS
+from trackoverlay.utils.video.nvcodec import DECODERS, ENCODERS, choose_decoder
 from trackoverlay.utils.video.paths import is_folder_spelling
 from trackoverlay.utils.video.stream import (
     DemoPoints,
@@ -133,6 +135,14 @@ def add_io_options(parser) -> None:
                         "instead of detecting points")
     parser.add_argument("--backend", choices=BACKENDS, default="auto", help="renderer; auto = GPU when CuPy "
                         "can use one, else CPU (default: %(default)s)")
+    parser.add_argument("--decoder", choices=DECODERS, default="auto", help="who decodes INPUT: nvdec = the GPU's "
+                        "video decoder, frames straight into GPU memory (needs the nvcodec extra, PyNvVideoCodec); "
+                        "cpu = PyAV. auto = nvdec when the GPU renderer draws, no points are detected (detection "
+                        "reads the frames on the host) and NVDEC is there, else cpu; files NVDEC does not take "
+                        "(10-bit, 4:2:2/4:4:4, odd sizes, interlaced) decode on the CPU (default: %(default)s)")
+    parser.add_argument("--encoder", choices=ENCODERS, default="auto", help="who encodes .mp4/.mov: nvenc = the "
+                        "GPU's video encoder (nvcodec extra; consumer GPUs have it, H100/H200 do not); cpu = "
+                        "x264/x265. auto = nvenc where it starts, else cpu, the reason logged (default: %(default)s)")
     parser.add_argument("--png-dir", metavar="DIR", help="also write every frame as DIR/frame_000000.png, ... "
                         "(DIR must be new or empty)")
     parser.add_argument("--start-frame", type=whole(0, MAX_FRAMES), default=0, metavar="N", help="first frame "
@@ -473,6 +483,17 @@ def point_source(args, mode: str, source: FrameSource, tracks):
                           warmup=args.warmup_frames)
 
 
+def pick_decoder(args, mode: str, backend: str, points) -> str:
+    """The decoder of INPUT, resolved to "nvdec" or "cpu" and logged with its reason."""
+    if mode != "video":
+        if args.decoder == "nvdec":
+            raise ValueError("--decoder nvdec decodes a video INPUT; the demo and the canvas are drawn, not decoded")
+        return "cpu"
+    decoder, reason = choose_decoder(args.decoder, gpu_renderer=backend == "gpu", host_pixels=points.needs_frames)
+    LOGGER.info("decoder: %s (%s)", decoder, reason)
+    return decoder
+
+
 def memory_budget(gigabytes: float | None) -> Budget:
     """The memory the render may use: ``gigabytes``, or the default share of what is available."""
     if gigabytes is None:
@@ -499,12 +520,16 @@ def run(args) -> tuple[int, str]:
     mode = input_mode(args, tracks)
     output = args.output if args.output is not None else default_output(args, mode)
     source = open_source(args, mode, tracks)
+    renderer = None
     try:
         spec = overlay_spec(args, source.height)
         points = point_source(args, mode, source, tracks)
         renderer, info = make_renderer(args.backend)
+        source.decoder = pick_decoder(args, mode, info.selected, points)
     except BaseException:
         source.close()
+        if renderer is not None:
+            renderer.close()
         raise
     LOGGER.info("renderer: %s", info.selected)
     LOGGER.debug("backend:\n%s", info.describe())
@@ -517,7 +542,7 @@ def run(args) -> tuple[int, str]:
                              max_frames=args.max_frames, crf=args.crf, preset=args.preset, progress=bar,
                              start_frame=args.start_frame, end_frame=args.end_frame, layer_only=args.layer_only,
                              codec=args.codec, audio=not args.no_audio, inputs=[args.tracks],
-                             budget=memory_budget(args.memory_limit))
+                             budget=memory_budget(args.memory_limit), encoder=args.encoder)
     finally:
         bar.close()
         renderer.close()

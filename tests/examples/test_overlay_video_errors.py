@@ -6,11 +6,13 @@ One of them also runs as a real process in test_overlay_video.py.
 import importlib.util
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from bad_videos import truncated_copy, write_empty_video
+from fake_nvcodec import forget_probes
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.track_file import save_tracks_json
 
@@ -90,12 +92,31 @@ ERRORS = [
     pytest.param(["--glow-strength", "25"], r"glow strength must be a number in \[0, 20\], got 25", id="glow-strength"),
     pytest.param(["--glow-strength", "1", "--glow-radius", "-2"],
                  r"glow radius \(% of frame height\) must be a number in \[0, inf\], got -2", id="glow-radius"),
+    pytest.param(["{clip}", "--decoder", "nvdec"], r"decoder 'nvdec' was requested but PyNvVideoCodec is not "
+                 r"installed", id="nvdec-missing"),
+    pytest.param(["--decoder", "nvdec"], r"--decoder nvdec decodes a video INPUT", id="nvdec-for-the-demo"),
+    pytest.param(["{clip}", "--decoder", "gpu"], r"argument --decoder: invalid choice: 'gpu'", id="decoder-unknown"),
+    pytest.param(["{clip}", "--encoder", "nvenc", "-o", "out.mp4"], r"encoder 'nvenc' was requested but "
+                 r"PyNvVideoCodec is not installed", id="nvenc-missing"),
+    pytest.param(["{clip}", "--encoder", "nvenc", "-o", "frames/"], r"encoder 'nvenc' writes \.mp4/\.mov video, "
+                 r"and frames/ is a PNG folder", id="nvenc-for-pngs"),
+    pytest.param(["{clip}", "--encoder", "nvenc", "--layer-only", "-o", "layer.mov"], r"encoder 'nvenc' writes "
+                 r"H\.264/HEVC, which has no alpha", id="nvenc-for-the-layer"),
 ]
 
 
+@pytest.fixture
+def no_nvcodec(monkeypatch):
+    """PyNvVideoCodec absent, whatever this machine has, so the NVDEC/NVENC errors read the same everywhere."""
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)
+    forget_probes()
+    yield
+    forget_probes()
+
+
 @pytest.mark.parametrize("args, message", ERRORS)
-def test_cli_errors_exit_2_with_one_line_and_no_file(cli, demo_clip_file, tmp_path, monkeypatch, capsys, args,
-                                                     message):
+def test_cli_errors_exit_2_with_one_line_and_no_file(cli, demo_clip_file, tmp_path, monkeypatch, capsys, no_nvcodec,
+                                                     args, message):
     monkeypatch.chdir(tmp_path)
     inputs = error_inputs(tmp_path, demo_clip_file)
     argv = [arg.format(**inputs) for arg in args]

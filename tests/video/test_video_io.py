@@ -328,3 +328,34 @@ def test_bt709_converter_matches_ffmpeg_within_one_level():
 
     # saturated gradients lose some colour to 4:2:0 either way: no more than through FFmpeg's own converter
     assert np.abs(back(planes) - smooth).mean() <= np.abs(back(reference) - smooth).mean() + 0.5
+
+
+def test_planes_written_equal_the_frames_they_come_from(tmp_path):
+    from trackoverlay.utils.video.io import Bt709Converter
+
+    rng = np.random.default_rng(2)
+    frames = [cv2.resize(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8), (96, 64)) for _ in range(3)]
+    converter = Bt709Converter(64, 96, workers=1)
+    with VideoWriter(tmp_path / "rgb.mp4", fps=25, crf=0) as rgb, VideoWriter(tmp_path / "i420.mp4", fps=25,
+                                                                              crf=0) as planes:
+        for index, frame in enumerate(frames):
+            rgb.write(frame, index / 25)
+            planes.write_planes(converter.convert(frame).copy(), index / 25)
+    converter.close()
+    for ours, theirs in zip(iter_video_frames(tmp_path / "i420.mp4"), iter_video_frames(tmp_path / "rgb.mp4"),
+                            strict=True):
+        assert np.array_equal(ours, theirs)  # lossless x264 of the same planes
+
+
+@pytest.mark.parametrize("name, planes, message", [
+    ("a.mp4", np.zeros((64, 96), np.uint8), r"I420 planes \[H \* 3 / 2, W\] .*got uint8 \[64, 96\]"),  # not 3/2 H
+    ("a.mp4", np.zeros((75, 96), np.uint8), r"H a multiple of 4 and W even"),  # H = 50 does not pack
+    ("a.mp4", np.zeros((96, 96, 3), np.uint8), r"got uint8 \[96, 96, 3\]"),
+    ("a.gif", np.zeros((96, 96), np.uint8), r"\(GIF\)"),
+])
+def test_write_planes_refuses_what_it_cannot_take(tmp_path, name, planes, message):
+    writer = VideoWriter(tmp_path / name, fps=25)
+    with pytest.raises(ValueError, match=message):
+        writer.write_planes(planes)
+    writer.abort()
+    assert list(tmp_path.iterdir()) == []

@@ -26,6 +26,17 @@ def index_frame(index: int, width: int, height: int, alpha: bool = False) -> np.
     return np.dstack([frame, np.broadcast_to(ramp, (height, width))])
 
 
+def colour_frame(index: int, width: int, height: int, alpha: bool = False) -> np.ndarray:
+    """Smooth red/green ramps, blue rising with ``index``, and a saturated square moving 2 px a frame (RGB)."""
+    y, x = np.mgrid[0:height, 0:width]
+    frame = np.stack([x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1),
+                      np.full_like(x, (40 + 25 * index) % 256)], axis=-1).astype(np.uint8)
+    side = max(4, min(width, height) // 4)
+    left, top = (2 * index) % max(1, width - side), height // 3
+    frame[top:top + side, left:left + side] = (230, 40, 90)
+    return frame
+
+
 def frame_index(frame: np.ndarray) -> int:
     """The index :func:`index_frame` marked (from the corner's grey level; frames < 24)."""
     return int(round((float(frame[:CORNER, :CORNER, :3].mean()) - 40) / 9))
@@ -34,13 +45,14 @@ def frame_index(frame: np.ndarray) -> int:
 def make_video(path, frames: int = 8, width: int = 64, height: int = 48, fps: int = 25, codec: str = "libx264",
                pix_fmt: str = "yuv420p", container: str | None = None, times=None, rotation: int | None = None,
                audio: str | None = None, channels: str = "5.1", audio_seconds: float | None = None,
-               options: dict | None = None, alpha: bool = False):
+               options: dict | None = None, alpha: bool = False, picture=index_frame):
     """Write a test video; returns ``path``.
 
     ``times`` (seconds per frame) makes a variable-frame-rate clip; ``rotation``
     adds a display matrix (counter-clockwise degrees); ``audio`` (an encoder
     such as "aac" or "pcm_s16le") adds a 440 Hz tone in ``channels`` lasting
-    ``audio_seconds`` (default: the video's length).
+    ``audio_seconds`` (default: the video's length). ``picture(index, width,
+    height, alpha)`` draws each frame (default: :func:`index_frame`).
     """
     output = av.open(str(path), "w", format=container)
     stream = output.add_stream(codec, rate=fps, options=options or {})
@@ -54,7 +66,7 @@ def make_video(path, frames: int = 8, width: int = 64, height: int = 48, fps: in
         sound = output.add_stream(audio, rate=48000, layout=channels)
     output.start_encoding()  # writes the header, so a clip of 0 frames is still a file
     for index in range(frames):
-        image = av.VideoFrame.from_ndarray(index_frame(index, width, height, alpha), format="rgba" if alpha
+        image = av.VideoFrame.from_ndarray(picture(index, width, height, alpha), format="rgba" if alpha
                                            else "rgb24")
         image.pts = round(Fraction(times[index]) / base) if times is not None else index
         image.time_base = base

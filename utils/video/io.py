@@ -129,7 +129,7 @@ class DecodedFrame(NamedTuple):
     time: Fraction | None
 
 
-def _source_matrix(frame) -> str:
+def source_matrix(frame) -> str:
     """The YUV->RGB matrix of ``frame``: its tag, else BT.709 from 720 lines up and BT.601 below (as players do)."""
     tagged = {1: "itu709", 5: "itu601", 6: "smpte170m", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
     return tagged.get(frame.colorspace, "itu709" if frame.height >= 720 else "itu601")
@@ -140,7 +140,7 @@ def frame_to_rgb(frame) -> np.ndarray:
     if frame.format.name in ("rgb24", "rgba", "bgr24", "bgra", "gbrp", "pal8") or frame.format.name.startswith("gray"):
         image = frame.to_ndarray(format="rgb24")
     else:
-        image = frame.to_ndarray(format="rgb24", src_colorspace=_source_matrix(frame),
+        image = frame.to_ndarray(format="rgb24", src_colorspace=source_matrix(frame),
                                  src_color_range="JPEG" if frame.color_range == 2 else "MPEG")
     turns = _quarter_turns(frame.rotation)
     return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
@@ -152,7 +152,7 @@ def _frame_time(frame) -> Fraction | None:
     return frame.pts * Fraction(frame.time_base)
 
 
-def _start_timestamp(container, stream, start: int) -> int | None:
+def start_timestamp(container, stream, start: int) -> int | None:
     """The pts of presentation-order frame ``start`` from a demux-only scan (None when pts are missing).
 
     Raises ValueError when the video has no frame ``start``.
@@ -191,7 +191,7 @@ def _seek(container, stream, start: int) -> int | None:
     """Position the demuxer at or before frame ``start``; the pts to start at (None: count frames instead)."""
     if start == 0:
         return None
-    target = _start_timestamp(container, stream, start)
+    target = start_timestamp(container, stream, start)
     container.seek(0 if target is None else target, stream=stream, backward=True)
     return target
 
@@ -333,14 +333,21 @@ class _Writer:
             self.abort()
         return False
 
-    def _accept(self, frame) -> None:
+    def _check_open(self) -> None:
         if self.closed:
             raise ValueError(f"{self.label} is closed")
+
+    def _accept(self, frame) -> None:
+        self._check_open()
         _check_frame(frame, self.label, self.frame_count, self.channels)
+        self._accept_size(frame.shape[:2])
+
+    def _accept_size(self, size: tuple) -> None:
+        """Check a frame of ``size`` (H, W) against the first frame's (which sets it)."""
         if self._size is None:
-            self._size = frame.shape[:2]
-        elif frame.shape[:2] != self._size:
-            raise ValueError(f"frame {self.frame_count} is {frame.shape[1]}x{frame.shape[0]} but {self.label} is "
+            self._size = tuple(size)
+        elif tuple(size) != tuple(self._size):
+            raise ValueError(f"frame {self.frame_count} is {size[1]}x{size[0]} but {self.label} is "
                              f"{self._size[1]}x{self._size[0]} (set by its first frame)")
 
     def _finish(self) -> None:
@@ -461,7 +468,7 @@ class VideoWriter(_Writer):
         if any(self._padding):
             frame = self._pad(frame)
         layout = "rgba" if self.format.alpha else "rgb24"
-        if self.format.pix_fmt == "yuv420p" and not frame.shape[0] % 4 and not frame.shape[1] % 2:  # I420 rows pack
+        if self.takes_planes(*frame.shape[:2]):
             if self._yuv is None:
                 self._yuv = Bt709Converter(*frame.shape[:2])
             # the encoders used here copy the picture in encode(), so one buffer serves every frame
@@ -489,26 +496,58 @@ class VideoWriter(_Writer):
         The first frame's time is the video's start (time 0), also for the audio.
         """
         self._accept(frame)
+        self._append(frame.shape[:2], time, lambda: self._video_frame(frame))
+
+    def takes_planes(self, height: int, width: int) -> bool:
+        """Whether :meth:`write_planes` takes frames of this size (I420 outputs, rows that pack, no padding)."""
+        return self.format.pix_fmt == "yuv420p" and not height % 4 and not width % 2
+
+    def write_planes(self, planes: np.ndarray, time: Fraction | float | None = None) -> None:
+        """Append one frame given as I420 planes, as :meth:`write` would after converting it.
+
+        ``planes`` is uint8 [H * 3 / 2, W]: Y, then U and V [H/2, W/2] row-packed,
+        limited-range BT.709 (what :class:`Bt709Converter` makes); see :meth:`takes_planes`.
+        """
+        self._check_open()
+        shape = getattr(planes, "shape", ())
+        if not isinstance(planes, np.ndarray) or planes.dtype != np.uint8 or len(shape) != 2 or shape[0] % 3 \
+                or not self.takes_planes(shape[0] * 2 // 3, shape[1]):
+            raise ValueError(f"frame {self.frame_count} for {self.label} must be uint8 I420 planes [H * 3 / 2, W] "
+                             f"with H a multiple of 4 and W even ({self.format.name}), got "
+                             f"{getattr(planes, 'dtype', type(planes).__name__)} {list(shape)}")
+        size = (shape[0] * 2 // 3, shape[1])
+        self._accept_size(size)
+        self._append(size, time, lambda: av.VideoFrame.from_numpy_buffer(planes, format="yuv420p"))
+
+    def _append(self, size: tuple, time, picture) -> None:
+        """Time and encode one frame of ``size`` (H, W); ``picture()`` makes what :meth:`_encode` takes."""
         if self._stream is None:
             self._origin = Fraction(0) if time is None else Fraction(time)
-            self._start(*frame.shape[:2])
+            self._start(*size)
         seconds = Fraction(self.frame_count) / self._rate if time is None else Fraction(time) - self._origin
         pts = max(round(seconds / self._time_base), self._last_pts + 1)
         self._last_pts = pts
-        image = self._video_frame(frame)
-        image.pts, image.time_base = pts, self._time_base
-        for encoded in (self._palette.apply(image) if self._palette else (image,)):
-            self._container.mux(self._stream.encode(encoded))
+        self._encode(picture(), pts)
         self.frame_count += 1
         self.end_time = pts * self._time_base
         if self._audio is not None:
             self._audio.advance(self.end_time)
 
-    def _finish(self) -> None:
+    def _encode(self, image, pts: int) -> None:
+        """Encode and mux one converted frame at ``pts`` (in the output's time base)."""
+        image.pts, image.time_base = pts, self._time_base
+        for encoded in (self._palette.apply(image) if self._palette else (image,)):
+            self._container.mux(self._stream.encode(encoded))
+
+    def _flush(self) -> None:
+        """Mux what the encoder still holds."""
         if self._palette is not None:
             for image in self._palette.flush():
                 self._container.mux(self._stream.encode(image))
         self._container.mux(self._stream.encode(None))
+
+    def _finish(self) -> None:
+        self._flush()
         if self._audio is not None:
             self._audio.finish(self.end_time + self._frame_duration())
             self._audio.close()
@@ -530,15 +569,24 @@ class VideoWriter(_Writer):
             LOGGER.debug("%s: closing an aborted video failed: %s", self.output.given, error)
 
 
-def _bt709_rows() -> np.ndarray:
-    """float32 [3, 4]: RGB (0..255) -> limited-range BT.709 Y, Cb, Cr (rows), with the offsets in column 3."""
-    red, blue = 0.2126, 0.0722
+LUMA_WEIGHTS = {"itu709": (0.2126, 0.0722), "itu601": (0.299, 0.114), "smpte170m": (0.299, 0.114),
+                "smpte240m": (0.212, 0.087), "bt2020": (0.2627, 0.0593)}
+"""Red and blue luma weights of each YUV matrix, by the names :func:`frame_to_rgb` gives them."""
+
+
+def yuv_rows(matrix: str = "itu709", full_range: bool = False) -> np.ndarray:
+    """float32 [3, 4]: RGB (0..255) -> Y, Cb, Cr (rows) of ``matrix``, with the offsets in column 3.
+
+    Limited range (Y 16..235, chroma 16..240) unless ``full_range`` (0..255).
+    """
+    red, blue = LUMA_WEIGHTS[matrix]
     green = 1.0 - red - blue
-    matrix = np.array([[red, green, blue],
-                       [-red / (2 * (1 - blue)), -green / (2 * (1 - blue)), 0.5],
-                       [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]])
-    matrix *= np.array([[219.0], [224.0], [224.0]]) / 255.0
-    return np.hstack([matrix, [[16.0], [128.0], [128.0]]]).astype(np.float32)
+    rows = np.array([[red, green, blue],
+                     [-red / (2 * (1 - blue)), -green / (2 * (1 - blue)), 0.5],
+                     [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]])
+    if not full_range:
+        rows *= np.array([[219.0], [224.0], [224.0]]) / 255.0
+    return np.hstack([rows, [[0.0 if full_range else 16.0], [128.0], [128.0]]]).astype(np.float32)
 
 
 class Bt709Converter:
@@ -553,7 +601,7 @@ class Bt709Converter:
     reads it back within 1 level. Call :meth:`close` to stop the threads.
     """
 
-    ROWS = _bt709_rows()
+    ROWS = yuv_rows()
 
     def __init__(self, height: int, width: int, workers: int | None = None):
         self.height, self.width = height, width

@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from ..core.arrays import array_module, to_numpy
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
 from ..draw.labels import label_overlay
@@ -54,7 +55,8 @@ from ..tracks.detect import TrackDetector
 from . import paths
 from .audio import AudioCopy
 from .budget import Budget
-from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, probe_video
+from .io import DecodedFrame, PngSequenceWriter, probe_video
+from .nvcodec import FrameHandOver, open_frames, open_video_writer, place_frame
 from .pipeline import Pipeline
 
 QUEUE_DEPTH = 2
@@ -425,7 +427,10 @@ class FrameSource:
     ``frame_count`` is the (possibly estimated, ``counted`` False) length, 0
     when unknown; ``clip`` is the demo generator behind a demo or canvas
     source; ``path`` the video file behind a video source (it is protected
-    from being overwritten, and its audio can be kept).
+    from being overwritten, and its audio can be kept). ``decoder`` says who
+    decodes a video: ``"cpu"`` (PyAV) or ``"nvdec"`` (NVDEC, into GPU memory,
+    where the file allows: :func:`.nvcodec.open_frames`); set it before
+    :meth:`timed` to change it.
     """
 
     frames: Iterable[np.ndarray]
@@ -438,15 +443,19 @@ class FrameSource:
     counted: bool = True
     canvas: bool = False
     time_base: Fraction | None = None
+    decoder: str = "cpu"
+    _opened_by: str = field(default="cpu", init=False, repr=False)  # the decoder of the open ``frames``
 
     @classmethod
-    def from_video(cls, path) -> "FrameSource":
+    def from_video(cls, path, decoder: str = "cpu") -> "FrameSource":
         """Decode a video file lazily (checked now: a missing or unreadable file raises)."""
         info = probe_video(path)
         if not info.fps:
             raise ValueError(f"{os.fspath(path)} does not state its frame rate; re-encode it with a fixed fps")
-        return cls(iter_video_frames(path), info.width, info.height, info.fps, info.frame_count,
-                   path=os.fspath(path), counted=info.counted, time_base=info.time_base)
+        source = cls(open_frames(path, 0, decoder), info.width, info.height, info.fps, info.frame_count,
+                     path=os.fspath(path), counted=info.counted, time_base=info.time_base, decoder=decoder)
+        source._opened_by = decoder
+        return source
 
     @classmethod
     def from_demo(cls, clip: DemoClip, canvas: bool = False) -> "FrameSource":
@@ -458,9 +467,11 @@ class FrameSource:
     def timed(self, start: int = 0) -> Iterator[DecodedFrame]:
         """Frames from index ``start`` on with their index and time (videos seek; others skip)."""
         if self.path is not None:
-            if not (start == 0 and isinstance(self.frames, VideoFrames) and self.frames.stats.read == 0):
+            stats = getattr(self.frames, "stats", None)
+            if not (start == 0 and self._opened_by == self.decoder and stats is not None and stats.read == 0):
                 self.close()
-                self.frames = iter_video_frames(self.path, start)
+                self.frames = open_frames(self.path, start, self.decoder)
+                self._opened_by = self.decoder
             return self.frames.timed()
         skip = start
         if self.clip is not None and start:
@@ -477,9 +488,9 @@ class FrameSource:
 
     def report(self, start: int, drawn: int, to_the_end: bool) -> None:
         """Warn when a video gave fewer frames than it declares (truncated or damaged)."""
-        if not isinstance(self.frames, VideoFrames) or not to_the_end or not self.frame_count:
+        decoder = getattr(self.frames, "stats", None)
+        if decoder is None or not to_the_end or not self.frame_count:
             return
-        decoder = self.frames.stats
         expected = self.frame_count - start
         slack = 0 if self.counted else max(1, expected // 100)
         if start + drawn + slack < self.frame_count or decoder.failed or decoder.ended_early:
@@ -536,18 +547,21 @@ class FrameRange:
 
 
 def _open_outputs(output, png_dir, source: FrameSource, inputs, layer_only: bool, codec: str, crf: int,
-                  preset: str, audio: bool) -> list:
+                  preset: str, audio: bool, encoder: str = "cpu") -> list:
     """The writers of a render (checked against the inputs and each other), main output first."""
     protect = [source.path, *inputs]
     writers = []
     try:
         if paths.is_folder_spelling(os.fspath(output)):
+            if encoder == "nvenc":
+                raise ValueError(f"encoder 'nvenc' writes .mp4/.mov video, and {os.fspath(output)} is a PNG folder")
             writers.append(PngSequenceWriter(output, layer_only=layer_only, inputs=protect, what="output"))
         else:
             sound = AudioCopy(source.path) if audio and source.path is not None else None
             try:
-                writers.append(VideoWriter(output, fps=source.fps, crf=crf, preset=preset, layer_only=layer_only,
-                                           codec=codec, inputs=protect, audio=sound, time_base=source.time_base))
+                writers.append(open_video_writer(output, encoder, source.width, source.height, fps=source.fps,
+                                                 crf=crf, preset=preset, layer_only=layer_only, codec=codec,
+                                                 inputs=protect, audio=sound, time_base=source.time_base))
             except BaseException:
                 if sound is not None:
                     sound.close()
@@ -573,7 +587,7 @@ def _paired(frames: Iterator[DecodedFrame], points: PointSource) -> Iterator[tup
     def images():
         for item in frames:
             held.append(item)
-            yield item.image
+            yield to_numpy(item.image)  # detection reads host pixels (a GPU-decoded frame is copied once)
 
     for _, frame_points in points.pairs(images()):
         yield held.popleft(), frame_points
@@ -617,7 +631,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
                  png_dir=None, max_frames: int | None = None, crf: int = 18, preset: str = "medium",
                  progress: Callable[[int], None] | None = None, *, start_frame: int = 0,
                  end_frame: int | None = None, layer_only: bool = False, codec: str = "h264", audio: bool = True,
-                 inputs=(), budget: Budget | None = None) -> int:
+                 inputs=(), budget: Budget | None = None, encoder: str = "cpu") -> int:
     """Draw the overlay on frames of ``source`` and write them to ``output``; returns the frames written.
 
     ``output``'s extension picks the format (:mod:`.formats`; a trailing ``/``
@@ -630,7 +644,10 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
     ``end_frame`` - 1 (and at most ``max_frames``) are rendered. With
     ``png_dir`` each frame is also saved as ``frame_000000.png`` and so on
     (numbered by source frame). ``progress(done)`` is called after every frame
-    drawn. The source is closed on return or exception.
+    drawn. The source is closed on return or exception. ``encoder`` ``"auto"`` or
+    ``"nvenc"`` encodes H.264/HEVC with NVENC where it can
+    (:func:`.nvcodec.open_video_writer`); frames the source decoded into GPU
+    memory (``source.decoder``) are drawn there by the GPU renderer.
     """
     try:
         range_ = FrameRange(start_frame, end_frame, max_frames)
@@ -639,7 +656,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
         if spec.glow.enabled:
             budget.check_glow(source.width, source.height)
         _preflight(points, spec, budget, range_)
-        writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio)
+        writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio, encoder)
         try:
             count = _render(source, points, spec, renderer, writers, range_, layer_only, budget, progress)
         except BaseException:
@@ -665,6 +682,8 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     if range_.stop is not None and points.needs_frames:  # a detector looks past the end, as in the whole render
         pairs = itertools.takewhile(lambda pair: pair[0].index < range_.stop, pairs)
     channels = 4 if layer_only else 3
+    device_writer = getattr(writers[0], "device_input", False)
+    hand_over = FrameHandOver(writers)
     spare: queue.SimpleQueue = queue.SimpleQueue()
     for _ in range(QUEUE_DEPTH + 2):  # enough that drawing never waits for a buffer (see Pipeline)
         spare.put(None)
@@ -672,27 +691,29 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
 
     def draw(pair: tuple[DecodedFrame, FramePoints]):
         item, frame_points = pair
-        image = item.image
+        image = item.image if layer_only else place_frame(item.image, renderer, device_writer)
         last[0] = item.index
         if not size:
             size.extend(image.shape[:2])
         elif image.shape[:2] != tuple(size):
             raise ValueError(f"frame {item.index} is {image.shape[1]}x{image.shape[0]} but earlier frames are "
                              f"{size[1]}x{size[0]}; all frames must have one size")
+        xp = np if layer_only else array_module(image)
         buffer = spare.get_nowait()
-        if buffer is None:
-            buffer = np.empty((*size, channels), np.uint8)
+        if buffer is None or array_module(buffer) is not xp:
+            buffer = xp.empty((*size, channels), np.uint8)
         display_list = builder(frame_points, item.index)
         if layer_only:
             drawn = layer_rgba(renderer, display_list, *size, buffer, glow=spec.glow)
+        elif xp is not np:  # a GPU frame, drawn where it is
+            drawn = renderer.render_frames(image[None], [display_list], buffer[None], glow=spec.glow)[0]
         else:
             drawn = renderer.render(image, display_list, out=buffer, glow=spec.glow)
         return item.index, item.time, drawn
 
     def write(result) -> None:
         index, time, frame = result
-        for writer in writers:
-            writer.write(frame, index if isinstance(writer, PngSequenceWriter) else time)
+        hand_over(frame, index, time)
         spare.put(frame)
 
     count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress)
