@@ -58,17 +58,19 @@ def reference_polyline(x, y, lines: Polylines, index):
     for column, given in enumerate((lines.vertex_width, lines.vertex_alpha)):
         if given is not None:
             factors[:, column] = given[lines.offsets[index]:lines.offsets[index + 1]]
-    nearest, arc = np.full(x.shape, np.inf), np.zeros(x.shape)
+    nearest, arc, outside = np.full(x.shape, np.inf), np.zeros(x.shape), np.full(x.shape, np.inf)
     factor = np.ones(x.shape + (2,))
     for p0, p1, f0, f1, arc_start, length in zip(vertices[:-1], vertices[1:], factors[:-1], factors[1:], arc_starts,
                                                  lengths):
         distance, t = segment_distance(x, y, p0, p1)
-        closer = distance < nearest
-        nearest = np.where(closer, distance, nearest)
-        arc = np.where(closer, arc_start + t * length, arc)
-        factor = np.where(closer[..., None], f0 + (f1 - f0) * t[..., None], factor)
+        here = f0 + (f1 - f0) * t[..., None]
+        inside = distance - float(lines.width[index]) / 2 * here[..., 0]
+        deeper = inside < outside  # the segment whose (tapered) capsule holds the pixel deepest
+        outside = np.where(deeper, inside, outside)
+        nearest = np.where(deeper, distance, nearest)
+        arc = np.where(deeper, arc_start + t * length, arc)
+        factor = np.where(deeper[..., None], here, factor)
     half_width = float(lines.width[index]) / 2 * factor[..., 0]
-    outside = nearest - half_width
     on, off = lines.dash[index].astype(np.float64)
     if off > 0:
         along = dash_distance(arc, on, off)

@@ -227,7 +227,7 @@ def test_files_nvdec_does_not_take_decode_with_pyav(fake, tmp_path, caplog, kind
 
 @pytest.mark.parametrize("knob, value, reason", [
     ("fail_decoder", "no decode session\nadvice", "PyNvVCException: no decode session"),
-    ("pts_shift", 512, r"NVDEC's frame 0 is at [0-9.]+ s but PyAV's is at 0 s"),
+    ("pts_shift", 10**7, r"NVDEC's frame 0 is at [0-9.]+ s but PyAV's is at 0 s"),  # far beyond a start delay
 ])
 def test_nvdec_problems_at_the_start_decode_with_pyav(fake, clip, caplog, knob, value, reason):
     setattr(fake, knob, value)
@@ -236,6 +236,15 @@ def test_nvdec_problems_at_the_start_decode_with_pyav(fake, clip, caplog, knob, 
     assert isinstance(frames, VideoFrames)
     assert re.search(f"PyAV decodes it: {reason}", caplog.text), caplog.text
     assert_frames_match(list(frames.timed()), pyav_frames(clip), tolerance=0)
+
+
+def test_a_constant_start_delay_in_nvdecs_times_is_taken_out(fake, clip):
+    """NVDEC's demuxer leaves out an edit list's start delay: its times sit a constant shift off PyAV's."""
+    fake.pts_shift = -2 * 512
+    frames = NvdecFrames(clip)
+    ours = list(frames.timed())
+    assert [item.time for item in ours] == [item.time for item in pyav_frames(clip)]
+    frames.close()
 
 
 def test_open_frames_without_the_library(absent, clip, caplog):

@@ -156,10 +156,11 @@ class _LineLayer:
     """A polyline batch prepared for rasterising.
 
     ``table`` keeps joint planes only where the bisector split is exact (the
-    turn is gentle for the line's width); ``overlapping`` flags polylines that
+    turn is gentle for the line's width, and the width does not taper);
+    ``overlapping`` flags polylines that
     may still reach a pixel from two segments (sharp turns, or turning so far
     that the line can come back on itself): their pixels keep only the
-    nearest segment, as the coverage model's distance to the polyline asks.
+    segment whose capsule they lie deepest in, as the coverage model asks.
     """
 
     lines: Polylines
@@ -182,7 +183,11 @@ def _line_layer(lines: Polylines) -> _LineLayer:
     cos_turn = np.clip((tangent[joint - 1] * tangent[joint]).sum(axis=1), -1.0, 1.0)
     half_tan = np.sqrt((1.0 - cos_turn) / np.maximum(1.0 + cos_turn, _EPS))
     room = np.minimum(length[joint - 1], length[joint]) * 0.5
-    sharp = joint[(cos_turn <= 0) | (np.maximum(radius[joint - 1], radius[joint]) * half_tan > room)]
+    sharp_turn = (cos_turn <= 0) | (np.maximum(radius[joint - 1], radius[joint]) * half_tan > room)
+    tapering = np.zeros(lines.count, bool)  # width varies: the deepest capsule, not a bisector, owns a pixel
+    if table.factor0 is not None:
+        tapering[table.polyline[table.factor0[:, 0] != table.factor1[:, 0]]] = True
+    sharp = joint[sharp_turn | tapering[table.polyline[joint]]]
     has_start, has_end = table.has_start.copy(), table.has_end.copy()
     has_start[sharp] = False
     has_end[sharp - 1] = False
@@ -193,9 +198,10 @@ def _line_layer(lines: Polylines) -> _LineLayer:
     return _LineLayer(lines, table, radius, overlapping)
 
 
-def _nearest_only(key, distance, segment):
-    """Mask keeping, per ``key``, the pair nearest its segment (ties: the first segment)."""
-    order = np.lexsort((segment, distance, key))
+def _nearest_only(key, outside, segment):
+    """Mask keeping, per ``key``, the pair deepest inside its segment's capsule, i.e. with the least
+    distance minus half width (ties: the first segment)."""
+    order = np.lexsort((segment, outside, key))
     sorted_key = key[order]
     first = np.ones(len(order), bool)
     first[1:] = sorted_key[1:] != sorted_key[:-1]
@@ -230,18 +236,19 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
         start = table.factor0[seg][span]
         factor = start + (table.factor1[seg][span] - start) * (clamped / np.maximum(seg_length, _EPS))[:, None]
     polyline = table.polyline[seg]
+    half_width = (lines.width[polyline] * 0.5)[span]
+    if factor is not None:
+        half_width = half_width * factor[:, 0]
+    outside = distance - half_width
     overlapping = layer.overlapping[polyline][span]
     if np.any(overlapping):
         chosen = np.flatnonzero(overlapping)
         key = polyline[span[chosen]].astype(np.int64) * (int(pixels.max()) + 1) + pixels[chosen]
         keep = np.ones(len(span), bool)
-        keep[chosen] = _nearest_only(key, distance[chosen], seg[span[chosen]])
-        span, pixels, distance, arc = span[keep], pixels[keep], distance[keep], arc[keep]
+        keep[chosen] = _nearest_only(key, outside[chosen], seg[span[chosen]])
+        span, pixels, distance, arc, half_width, outside = (values[keep] for values in (
+            span, pixels, distance, arc, half_width, outside))
         factor = None if factor is None else factor[keep]
-    half_width = (lines.width[polyline] * 0.5)[span]
-    if factor is not None:
-        half_width = half_width * factor[:, 0]
-    outside = distance - half_width
     dash = lines.dash[polyline]
     if np.any(dash[:, 1] > 0):
         dashed = (dash[:, 1] > 0)[span]

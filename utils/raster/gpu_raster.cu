@@ -199,20 +199,23 @@ __device__ __forceinline__ void over(float4& acc, float r, float g, float b, flo
     acc.x = r + keep * acc.x; acc.y = g + keep * acc.y; acc.z = b + keep * acc.z; acc.w = a + keep * acc.w;
 }
 
-// Composite the pending polyline (nearest distance `dist`, arc length `arc`, nearest segment `seg`
-// at `along` pixels from its start) into acc.
+// The (width, alpha) factors of segment `seg` at `along` pixels from its start.
+__device__ __forceinline__ float2 segment_factors(const Scene& s, int seg, float along) {
+    float2 f0 = s.seg_factor0[seg], f1 = s.seg_factor1[seg];
+    if (f0.x == f1.x && f0.y == f1.y) return f0;  // equal ends: the interpolation gives exactly f0
+    float2 p0 = s.seg_p0[seg], p1 = s.seg_p1[seg];
+    float dx = p1.x - p0.x, dy = p1.y - p0.y;
+    float u = along / fmaxf(sqrtf(dx * dx + dy * dy), EPS);
+    return make_float2(f0.x + (f1.x - f0.x) * u, f0.y + (f1.y - f0.y) * u);
+}
+
+// Composite the pending polyline (distance `dist` and arc length `arc` at the segment `seg` whose capsule
+// the pixel lies deepest in, `along` pixels from its start) into acc.
 __device__ void flush_polyline(const Scene& s, int line, float dist, float arc, int seg, float along, float4& acc) {
     if (line < 0) return;
-    float2 f0 = s.seg_factor0[seg], f1 = s.seg_factor1[seg];
-    float width_factor = f0.x, alpha_factor = f0.y;  // equal ends: the interpolation gives exactly f0
-    if (f0.x != f1.x || f0.y != f1.y) {
-        float2 p0 = s.seg_p0[seg], p1 = s.seg_p1[seg];
-        float dx = p1.x - p0.x, dy = p1.y - p0.y;
-        float u = along / fmaxf(sqrtf(dx * dx + dy * dy), EPS);
-        width_factor = f0.x + (f1.x - f0.x) * u;
-        alpha_factor = f0.y + (f1.y - f0.y) * u;
-    }
-    float half = 0.5f * s.line_width[line] * width_factor;
+    float2 factors = segment_factors(s, seg, along);
+    float alpha_factor = factors.y;
+    float half = 0.5f * s.line_width[line] * factors.x;
     float outside = dist - half;
     float2 dash = s.line_dash[line];
     if (dash.y > 0.0f) {
@@ -280,7 +283,7 @@ __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, in
                               float px, float py, int* shared_prims) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     int line = -1, seg = 0;
-    float dist = 0.0f, arc = 0.0f, seg_along = 0.0f;
+    float dist = 0.0f, arc = 0.0f, seg_along = 0.0f, deepest = 0.0f;
     int lane = threadIdx.y * TILE + threadIdx.x;
     for (int base = 0; base < count; base += TILE * TILE) {
         __syncthreads();
@@ -297,9 +300,11 @@ __device__ float4 shade_pixel(const Scene& s, const Key* keys, Key prim_mask, in
                 if (owner != line) {
                     flush_polyline(s, line, dist, arc, seg, seg_along, acc);
                     line = owner;
-                    dist = 3.0e38f;
+                    deepest = 3.0e38f;
                 }
-                if (d < dist) {
+                float outside = d - 0.5f * s.line_width[owner] * segment_factors(s, ref, along).x;
+                if (outside < deepest) {
+                    deepest = outside;
                     dist = d;
                     arc = s.seg_arc0[ref] + along;
                     seg = ref;

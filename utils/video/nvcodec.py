@@ -219,6 +219,10 @@ def _on(lane):
 
 # -- NVDEC ------------------------------------------------------------------------------------------------------
 
+_MAX_TIME_SHIFT = Fraction(1)
+"""Seconds NVDEC's frame times may sit off PyAV's (an edit list's start delay) before the NVDEC path is refused."""
+
+
 class DevicePlanes(NamedTuple):
     """One upright NV12 frame on the GPU: luma [H, W], interleaved chroma [H/2, W/2, 2], its index and time
     (seconds), and the YUV matrix and range that make it RGB (see :func:`nv12_to_rgb`)."""
@@ -300,6 +304,7 @@ class NvdecFrames:
         self._frames: Iterator[DevicePlanes] = iter(())
         self._rest = None  # PyAV's frames after an NVDEC failure
         self._decoder = None
+        self._shift = Fraction(0)
         nvc, reason = _library()
         if nvc is None:
             raise NvcodecUnavailable(reason)
@@ -319,10 +324,13 @@ class NvdecFrames:
             self._held = deque(self._decode_batch())
             if not self._held:
                 raise NvcodecUnavailable("NVDEC decoded no frame")
-            expected = layout.first_pts * layout.time_base
-            if self._held[0].time != expected:
+            # NVDEC's demuxer leaves out the container's edit list (the start delay B-frames add), so its
+            # times can sit a constant shift off PyAV's: measured on the first frame, taken out of every frame
+            self._shift = layout.first_pts * layout.time_base - self._held[0].time
+            if abs(self._shift) > _MAX_TIME_SHIFT:
                 raise NvcodecUnavailable(f"NVDEC's frame {start} is at {float(self._held[0].time):.6g} s but "
-                                         f"PyAV's is at {float(expected):.6g} s")
+                                         f"PyAV's is at {float(self._held[0].time + self._shift):.6g} s")
+            self._held = deque(planes._replace(time=planes.time + self._shift) for planes in self._held)
         except BaseException:
             self.close()
             raise
@@ -341,7 +349,7 @@ class NvdecFrames:
         planes = []
         with _on(self._lane):
             for nv12, pts in arrays:
-                planes.append(self._upright(nv12, self._next + len(planes), pts * layout.time_base))
+                planes.append(self._upright(nv12, self._next + len(planes), pts * layout.time_base + self._shift))
         if len(frames) < wanted:
             self._decoded.ended_early = True
         self._next += len(planes)
