@@ -204,6 +204,9 @@ def add_style_options(parser) -> None:
     parser.add_argument("--units", choices=("percent", "pixels"), default="percent", help="unit of every SIZE "
                         "option: percent of the frame height (one look at any resolution) or pixels (default: "
                         "%(default)s)")
+    parser.add_argument("--look", choices=("plain", "full"), help="plain: links and boxes; full: also motion "
+                        "trails, id labels and glow (each still set by its own options) (default: full for the "
+                        "built-in demo, else plain)")
     lines = parser.add_argument_group("line style")
     lines.add_argument("--no-lines", action="store_true", help="draw no links")
     lines.add_argument("--line-width", type=finite, metavar="SIZE", help=f"(default: {look('line_width')})")
@@ -300,8 +303,8 @@ def add_label_options(parser) -> None:
     labels.add_argument("--label-offset", type=finite, nargs=2, default=(0.0, 0.0), metavar=("DX", "DY"),
                         help="extra shift right and down, in the --units of SIZE (default: 0 0)")
     glow = parser.add_argument_group("glow (a soft blurred halo under lines and boxes)")
-    glow.add_argument("--glow-strength", type=finite, default=0.0, metavar="F", help="0..20, the halo's weight; "
-                      "0 = no glow (default: %(default)s)")
+    glow.add_argument("--glow-strength", type=finite, metavar="F", help="0..20, the halo's weight; "
+                      f"0 = no glow (default: 0, or {FULL_LOOK_GLOW:g} with --look full)")
     glow.add_argument("--glow-radius", type=finite, metavar="SIZE", help="how far the halo reaches (the blur's "
                       f"sigma is a third of it; default: {look('glow_radius')})")
 
@@ -394,7 +397,7 @@ def overlay_spec(args, height: int) -> OverlaySpec:
         bracket_length=args.bracket_length, **motion)
     return OverlaySpec(graph, lines, boxes, trails=trail_style(args, size["trail_width"]),
                        labels=label_style(args, height, boxes),
-                       glow=Glow(radius=size["glow_radius"], strength=args.glow_strength))
+                       glow=Glow(radius=size["glow_radius"], strength=args.glow_strength or 0.0))
 
 
 TRAIL_OPTIONS = ("length", "taper", "fade", "smoothing", "color", "color_mode", "opacity")
@@ -511,6 +514,25 @@ def expected_frames(args, source: FrameSource) -> int | None:
     return max(0, min(stops) - args.start_frame) if stops else None
 
 
+FULL_LOOK_GLOW = 1.5
+"""Glow strength of ``--look full`` (unless --glow-strength is given)."""
+FULL_LOOK_TRAIL_COLOR = "#00E5FF"
+"""Trail colour of ``--look full`` (unless --trail-color is given): apart from the white links."""
+
+
+def apply_look(args, mode: str) -> None:
+    """``--look full`` (the demo's default) adds trails, id labels and glow where the options leave them unset."""
+    look = args.look or ("full" if mode == "demo" else "plain")
+    if look == "full":
+        args.trails = True
+        if args.trail_color is None:
+            args.trail_color = FULL_LOOK_TRAIL_COLOR
+        if args.labels is None and args.label_format is None:
+            args.labels = "id"
+        if args.glow_strength is None:
+            args.glow_strength = FULL_LOOK_GLOW
+
+
 def run(args) -> tuple[int, str]:
     """Render as the options say; returns the number of frames written and the output."""
     tracks = None if args.tracks is None else load_tracks_json(args.tracks)
@@ -518,6 +540,7 @@ def run(args) -> tuple[int, str]:
         raise ValueError("--labels track_text needs a track file whose tracks carry text: give --tracks with a "
                          "'text' list (one string per track), or pick another --labels")
     mode = input_mode(args, tracks)
+    apply_look(args, mode)
     output = args.output if args.output is not None else default_output(args, mode)
     source = open_source(args, mode, tracks)
     renderer = None

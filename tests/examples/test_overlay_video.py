@@ -157,3 +157,23 @@ def test_errors_print_one_line_and_exit_2(tmp_path, demo_clip_file, args, words)
     for word in words:
         assert word in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.mp4"]  # no output, no temp file
+
+
+def test_the_demo_shows_the_full_look_and_a_file_the_plain_one():
+    from scenes import overlay_video_cli
+
+    cli = overlay_video_cli()
+    parse = cli.build_parser().parse_args
+    demo = parse([])
+    cli.apply_look(demo, "demo")
+    spec = cli.overlay_spec(demo, 720)
+    assert spec.trails is not None and spec.labels is not None and spec.glow.enabled
+    assert spec.trails.color == cli.FULL_LOOK_TRAIL_COLOR and spec.labels.text == "id"
+    plain = parse([])
+    cli.apply_look(plain, "video")
+    spec = cli.overlay_spec(plain, 720)
+    assert spec.trails is None and spec.labels is None and not spec.glow.enabled
+    chosen = parse(["--look", "full", "--glow-strength", "0", "--labels", "coordinates", "--trail-color", "#FF0000"])
+    cli.apply_look(chosen, "video")
+    spec = cli.overlay_spec(chosen, 720)
+    assert not spec.glow.enabled and spec.labels.text == "coordinates" and spec.trails.color == "#FF0000"
