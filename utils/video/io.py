@@ -20,10 +20,12 @@ import av
 import cv2
 import numpy as np
 
+from ..core.arrays import to_numpy
 from ..core.checks import Range
 from ..core.log import LOGGER
 from . import paths
 from .formats import OutputFormat, choose_format
+from .yuv import PLANAR_FORMATS, YuvPlanes, is_full_range, matrix_tag, planes_from_frame
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 _VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-used per x264 preset
@@ -42,7 +44,8 @@ class VideoInfo:
     frames to show them upright. ``frame_count`` is the container's count
     (``counted``) or an estimate from duration x fps (0 when neither is known);
     ``fps`` is the average rate, 0 when unknown. ``audio`` names the first audio
-    stream's codec, or is None; ``time_base`` is the unit of the frames' timestamps.
+    stream's codec, or is None; ``time_base`` is the unit of the frames' timestamps. ``pix_fmt`` is the
+    first frame's decoded pixel format (None if no frame decodes).
     """
 
     width: int
@@ -53,6 +56,12 @@ class VideoInfo:
     counted: bool = True
     audio: str | None = None
     time_base: Fraction | None = None
+    pix_fmt: str | None = None
+
+    @property
+    def planar(self) -> bool:
+        """Whether the frames decode to 8-bit 4:2:0 YUV of an even size (composited as they are)."""
+        return self.pix_fmt in PLANAR_FORMATS and not self.width % 2 and not self.height % 2
 
 
 def _open_video(path) -> tuple:
@@ -80,14 +89,15 @@ def _open_video(path) -> tuple:
     return container, stream
 
 
-def _display_rotation(stream) -> int:
-    """Counter-clockwise degrees (0, 90, 180, 270) that show ``stream``'s frames upright, from its first frame."""
+def _first_frame(stream) -> tuple[int, str | None]:
+    """From ``stream``'s first frame: the counter-clockwise degrees (0, 90, 180, 270) that show it upright,
+    and its pixel format (None if no frame decodes)."""
     try:
         for frame in stream.container.decode(stream):
-            return _quarter_turns(frame.rotation) * 90
+            return _quarter_turns(frame.rotation) * 90, frame.format.name
     except av.error.FFmpegError:
         pass
-    return 0
+    return 0, None
 
 
 def _quarter_turns(rotation) -> int:
@@ -113,26 +123,30 @@ def probe_video(path) -> VideoInfo:
                 seconds = (container.duration or 0) / av.time_base
             count = round(seconds * fps)
         audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
-        rotation = _display_rotation(stream)
+        rotation, pix_fmt = _first_frame(stream)
         width, height = stream.codec_context.width, stream.codec_context.height
         if rotation % 180:
             width, height = height, width
         time_base = Fraction(stream.time_base) if stream.time_base else None
-        return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base)
+        return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base, pix_fmt)
 
 
 class DecodedFrame(NamedTuple):
-    """One upright uint8 RGB frame [H, W, 3], its index in the video and its time in seconds (None if unknown)."""
+    """One upright frame: uint8 RGB [H, W, 3] (``image``) and/or its YUV planes (``planes``; None unless
+    asked for), its index in the video and its time in seconds (None if unknown)."""
 
-    image: np.ndarray
+    image: np.ndarray | None
     index: int
     time: Fraction | None
+    planes: YuvPlanes | None = None
+
+
+_SWSCALE_MATRIX = {1: "itu709", 5: "itu601", 6: "smpte170m", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 
 
 def _source_matrix(frame) -> str:
     """The YUV->RGB matrix of ``frame``: its tag, else BT.709 from 720 lines up and BT.601 below (as players do)."""
-    tagged = {1: "itu709", 5: "itu601", 6: "smpte170m", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
-    return tagged.get(frame.colorspace, "itu709" if frame.height >= 720 else "itu601")
+    return _SWSCALE_MATRIX[matrix_tag(frame.colorspace, frame.height)]
 
 
 def frame_to_rgb(frame) -> np.ndarray:
@@ -141,7 +155,7 @@ def frame_to_rgb(frame) -> np.ndarray:
         image = frame.to_ndarray(format="rgb24")
     else:
         image = frame.to_ndarray(format="rgb24", src_colorspace=_source_matrix(frame),
-                                 src_color_range="JPEG" if frame.color_range == 2 else "MPEG")
+                                 src_color_range="JPEG" if is_full_range(frame) else "MPEG")
     turns = _quarter_turns(frame.rotation)
     return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
 
@@ -196,8 +210,13 @@ def _seek(container, stream, start: int) -> int | None:
     return target
 
 
-def _decode(container, stream, path: str, start: int, stats: DecodeStats) -> Iterator[DecodedFrame]:
-    """Decoded frames from ``start`` on; bad packets or frames are logged, counted and skipped."""
+def _rgb_only(frame) -> tuple:
+    return frame_to_rgb(frame), None
+
+
+def _decode(container, stream, path: str, start: int, stats: DecodeStats, convert=_rgb_only) -> Iterator[DecodedFrame]:
+    """Decoded frames from ``start`` on, ``convert(frame)`` giving (image, planes); bad packets or frames are
+    logged, counted and skipped."""
     target = _seek(container, stream, start)
     to_skip = start if target is None else 0
     packets = container.demux(stream)
@@ -223,13 +242,13 @@ def _decode(container, stream, path: str, start: int, stats: DecodeStats) -> Ite
                 to_skip -= 1
                 continue
             try:
-                image = frame_to_rgb(frame)
+                image, planes = convert(frame)
             except (av.error.FFmpegError, ValueError) as error:
                 LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, start + stats.position,
                                error)
                 stats.failed += 1
                 continue
-            yield DecodedFrame(image, start + stats.position, _frame_time(frame))
+            yield DecodedFrame(image, start + stats.position, _frame_time(frame), planes)
             stats.read += 1
 
 
@@ -237,18 +256,36 @@ class VideoFrames:
     """Decoded frames of one file, in presentation order; owns the open file (see :func:`iter_video_frames`).
 
     Iterating yields upright uint8 RGB images; :meth:`timed` yields
-    :class:`DecodedFrame` (image, index, time) from the same stream. Unlike a
+    :class:`DecodedFrame` (image, index, time, planes) from the same stream:
+    with ``yuv`` each carries host copies of its YUV planes (:mod:`.yuv`),
+    and without ``rgb`` no RGB image (None; then iterate :meth:`timed`). Unlike a
     generator's, :meth:`close` releases the file even before the first frame
     was pulled, and dropping an unfinished iterator closes it at once. ``stats``
     counts frames read and frames that could not be decoded.
     """
 
-    def __init__(self, container, stream, path: str, start: int = 0):
+    def __init__(self, container, stream, path: str, start: int = 0, yuv: bool = False, rgb: bool = True):
         self._container = container
         self.path = path
         self.start = start
         self.stats = DecodeStats()
-        self._frames = _decode(container, stream, path, start, self.stats)
+        self._wanted = {}  # shared with the decoder loop (not self: dropping an unfinished iterator closes it)
+        self.outputs(yuv, rgb)
+        wanted = self._wanted
+
+        def convert(frame) -> tuple:
+            image = frame_to_rgb(frame) if wanted["rgb"] else None
+            return image, (planes_from_frame(frame, _quarter_turns(frame.rotation)) if wanted["yuv"] else None)
+
+        self._frames = _decode(container, stream, path, start, self.stats, convert)
+
+    def outputs(self, yuv: bool = False, rgb: bool = True) -> None:
+        """Choose what the frames come with (see the class docstring); before the first frame only."""
+        if not (yuv or rgb):
+            raise ValueError("decoded frames need RGB images, YUV planes or both; ask for at least one")
+        if self.stats.position:
+            raise ValueError("choose what decoded frames come with before the first one is read")
+        self._wanted.update(yuv=yuv, rgb=rgb)
 
     def timed(self) -> Iterator[DecodedFrame]:
         """The remaining frames with their index and time."""
@@ -272,8 +309,9 @@ class VideoFrames:
     __del__ = close  # dropped unfinished: release the file now, as a generator's cleanup would
 
 
-def iter_video_frames(path, start: int = 0) -> VideoFrames:
-    """Decode ``path`` one frame at a time from frame ``start`` on: upright uint8 RGB [H, W, 3] per frame.
+def iter_video_frames(path, start: int = 0, *, yuv: bool = False, rgb: bool = True) -> VideoFrames:
+    """Decode ``path`` one frame at a time from frame ``start`` on: upright uint8 RGB [H, W, 3] per frame
+    (``yuv``: with the YUV planes too; see :class:`VideoFrames`).
 
     The file is opened (and checked) at call time; it is closed when the
     iterator is exhausted or closed (started or not). Seeking is
@@ -284,7 +322,7 @@ def iter_video_frames(path, start: int = 0) -> VideoFrames:
         raise ValueError(f"start frame must be a whole number >= 0, got {start!r}")
     container, stream = _open_video(path)
     stream.thread_type = "AUTO"
-    return VideoFrames(container, stream, os.fspath(path), start)
+    return VideoFrames(container, stream, os.fspath(path), start, yuv, rgb)
 
 
 def _check_rate(fps) -> Fraction:
@@ -336,11 +374,18 @@ class _Writer:
     def _accept(self, frame) -> None:
         if self.closed:
             raise ValueError(f"{self.label} is closed")
-        _check_frame(frame, self.label, self.frame_count, self.channels)
+        if isinstance(frame, YuvPlanes):
+            if self.format.pix_fmt != "yuv420p":
+                raise ValueError(f"frame {self.frame_count} for {self.label} is YUV planes, but {self.format.name} "
+                                 "is not written from yuv420p; give uint8 RGB frames")
+            size = (frame.height, frame.width)
+        else:
+            _check_frame(frame, self.label, self.frame_count, self.channels)
+            size = frame.shape[:2]
         if self._size is None:
-            self._size = frame.shape[:2]
-        elif frame.shape[:2] != self._size:
-            raise ValueError(f"frame {self.frame_count} is {frame.shape[1]}x{frame.shape[0]} but {self.label} is "
+            self._size = size
+        elif size != self._size:
+            raise ValueError(f"frame {self.frame_count} is {size[1]}x{size[0]} but {self.label} is "
                              f"{self._size[1]}x{self._size[0]} (set by its first frame)")
 
     def _finish(self) -> None:
@@ -376,12 +421,15 @@ class VideoWriter(_Writer):
     """Video file writer in the format of ``path``'s extension (:mod:`.formats`); a context manager.
 
     ``write(frame, time)`` takes uint8 RGB [H, W, 3] frames (RGBA [H, W, 4] for
-    the alpha formats of ``layer_only``) and optional times in seconds from the
-    video's start (default ``index / fps``), so variable frame rates are kept.
-    The first frame fixes the size; 4:2:0 H.264/HEVC need even sizes, so odd
-    frames are padded by one edge row/column there. Colours are written as
-    BT.709 (tagged). ``audio`` (an :class:`~.audio.AudioCopy`) adds the
-    input's sound, muxed in step with the frames.
+    the alpha formats of ``layer_only``), or, for the yuv420p formats,
+    :class:`~.yuv.YuvPlanes` encoded as they are, and optional times in
+    seconds from the video's start (default ``index / fps``), so variable
+    frame rates are kept. The first frame fixes the size; 4:2:0 H.264/HEVC
+    need even sizes, so odd RGB frames are padded by one edge row/column
+    there. RGB colours are written as BT.709 (tagged); planes keep their own
+    colour matrix, range, primaries and transfer tags (set by the first
+    frame). ``audio`` (an :class:`~.audio.AudioCopy`) adds the input's sound,
+    muxed in step with the frames.
 
     Nothing is written under ``path`` until :meth:`close` succeeds: frames go to
     a short hidden temporary file beside it, renamed over ``path`` at the end; an
@@ -430,7 +478,7 @@ class VideoWriter(_Writer):
                 options["crf"] = str(crf)
         return options
 
-    def _start(self, height: int, width: int) -> None:
+    def _start(self, height: int, width: int, planes: YuvPlanes | None = None) -> None:
         fmt = self.format
         self._padding = (height % 2, width % 2) if fmt.even else (0, 0)
         if any(self._padding):
@@ -446,18 +494,27 @@ class VideoWriter(_Writer):
             stream.codec_context.codec_tag = fmt.codec_tag
         if fmt.codec == "libvpx-vp9":
             stream.codec_context.thread_count = os.cpu_count() or 1
+        if fmt.codec == "libx264":  # PyAV asks for slice threads; x264's frame threads are much faster
+            stream.codec_context.thread_type = "FRAME"
         if fmt.pix_fmt.startswith("yuv"):
             context = stream.codec_context
             context.colorspace, context.color_range = 1, 1  # BT.709, limited range
             context.color_primaries, context.color_trc = 1, 1
+            if planes is not None:  # the source's own tags, so its colours are read back unchanged
+                context.colorspace, context.color_range = planes.colorspace, 2 if planes.full_range else 1
+                context.color_primaries, context.color_trc = planes.primaries, planes.transfer
         if fmt.codec == "gif":
             self._palette = _GifPalette(stream.width, stream.height, self._time_base)
         self._stream = stream
         if self._audio is not None:
             self._audio.attach(self._container, fmt, self._origin)
 
-    def _video_frame(self, frame: np.ndarray):
-        """``frame`` as the encoder's pixel format; the caller's array is not kept once this returns."""
+    def _video_frame(self, frame):
+        """``frame`` as the encoder's pixel format; the caller's array is not kept once this returns
+        (planes excepted: they are wrapped without a copy and kept until the encoder lets go)."""
+        if isinstance(frame, YuvPlanes):
+            planes = [np.ascontiguousarray(to_numpy(plane)) for plane in (frame.y, frame.u, frame.v)]
+            return av.VideoFrame.from_dlpack(planes, format="yuv420p")
         if any(self._padding):
             frame = self._pad(frame)
         layout = "rgba" if self.format.alpha else "rgb24"
@@ -483,15 +540,16 @@ class VideoWriter(_Writer):
         padded[height:] = padded[height - 1:height]
         return padded
 
-    def write(self, frame: np.ndarray, time: Fraction | float | None = None) -> None:
-        """Append one frame shown at ``time`` seconds on the source's clock (default: frame index / fps).
+    def write(self, frame, time: Fraction | float | None = None) -> None:
+        """Append one frame (RGB array or :class:`~.yuv.YuvPlanes`) shown at ``time`` seconds on the source's
+        clock (default: frame index / fps).
 
         The first frame's time is the video's start (time 0), also for the audio.
         """
         self._accept(frame)
         if self._stream is None:
             self._origin = Fraction(0) if time is None else Fraction(time)
-            self._start(*frame.shape[:2])
+            self._start(*self._size, frame if isinstance(frame, YuvPlanes) else None)
         seconds = Fraction(self.frame_count) / self._rate if time is None else Fraction(time) - self._origin
         pts = max(round(seconds / self._time_base), self._last_pts + 1)
         self._last_pts = pts

@@ -52,8 +52,10 @@ from .audio import AudioCopy
 from .budget import Budget
 from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, probe_video
 from .pipeline import Pipeline
+from .yuv import composite_planes, planes_layer
 
 QUEUE_DEPTH = 2
+_YUV_COMPOSITE = True  # False draws every video in RGB (the reference the YUV path is tested against)
 
 
 @dataclass(frozen=True)
@@ -322,7 +324,9 @@ class FrameSource:
     ``frame_count`` is the (possibly estimated, ``counted`` False) length, 0
     when unknown; ``clip`` is the demo generator behind a demo or canvas
     source; ``path`` the video file behind a video source (it is protected
-    from being overwritten, and its audio can be kept).
+    from being overwritten, and its audio can be kept); ``planar`` says the
+    video decodes to even-sized 8-bit 4:2:0 YUV, which can be drawn on as it
+    is (see :mod:`.yuv`).
     """
 
     frames: Iterable[np.ndarray]
@@ -335,6 +339,7 @@ class FrameSource:
     counted: bool = True
     canvas: bool = False
     time_base: Fraction | None = None
+    planar: bool = False
 
     @classmethod
     def from_video(cls, path) -> "FrameSource":
@@ -343,7 +348,7 @@ class FrameSource:
         if not info.fps:
             raise ValueError(f"{os.fspath(path)} does not state its frame rate; re-encode it with a fixed fps")
         return cls(iter_video_frames(path), info.width, info.height, info.fps, info.frame_count,
-                   path=os.fspath(path), counted=info.counted, time_base=info.time_base)
+                   path=os.fspath(path), counted=info.counted, time_base=info.time_base, planar=info.planar)
 
     @classmethod
     def from_demo(cls, clip: DemoClip, canvas: bool = False) -> "FrameSource":
@@ -352,13 +357,21 @@ class FrameSource:
         fps = Fraction(clip.fps).limit_denominator(1_000_000)
         return cls(frames, clip.width, clip.height, fps, clip.frame_count, clip, canvas=canvas)
 
-    def timed(self, start: int = 0) -> Iterator[DecodedFrame]:
-        """Frames from index ``start`` on with their index and time (videos seek; others skip)."""
+    def timed(self, start: int = 0, yuv: bool = False, rgb: bool = True) -> Iterator[DecodedFrame]:
+        """Frames from index ``start`` on with their index and time (videos seek; others skip).
+
+        ``yuv`` (a ``planar`` video only) adds each frame's YUV planes; without
+        ``rgb`` a video's frames come without their RGB image.
+        """
         if self.path is not None:
-            if not (start == 0 and isinstance(self.frames, VideoFrames) and self.frames.stats.read == 0):
+            if start == 0 and isinstance(self.frames, VideoFrames) and self.frames.stats.read == 0:
+                self.frames.outputs(yuv, rgb)
+            else:
                 self.close()
-                self.frames = iter_video_frames(self.path, start)
+                self.frames = iter_video_frames(self.path, start, yuv=yuv, rgb=rgb)
             return self.frames.timed()
+        if yuv:
+            raise ValueError("only a video file's frames come as YUV planes")
         if self.clip is not None and start:
             if start >= self.clip.frame_count:
                 raise ValueError(f"the video has {self.clip.frame_count} frames; it has no frame {start} to "
@@ -547,12 +560,21 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
     return count
 
 
+def _stays_in_yuv(source: FrameSource, writers: list, layer_only: bool) -> bool:
+    """Whether frames go from decoder to encoder in their own YUV: a planar video into one yuv420p video
+    (PNGs, layers, GIFs, odd sizes and other pixel formats are drawn in RGB)."""
+    return (_YUV_COMPOSITE and source.planar and not layer_only and len(writers) == 1
+            and isinstance(writers[0], VideoWriter) and writers[0].format.pix_fmt == "yuv420p")
+
+
 def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress) -> int:
     builder = OverlayBuilder(spec, budget)
     first = range_.start
     if points.needs_frames:
         first = 0 if points.warmup is None else max(0, range_.start - points.warmup)
-    frames = source.timed(first)
+    planar = _stays_in_yuv(source, writers, layer_only)
+    # in YUV, RGB images are made only for a detector (drawing and encoding use the planes)
+    frames = source.timed(first, yuv=True, rgb=points.needs_frames) if planar else source.timed(first)
     if range_.stop is not None and not points.needs_frames:
         frames = itertools.takewhile(lambda item: item.index < range_.stop, frames)
     pairs = _warm_up(_paired(frames, points), points, builder, range_)
@@ -566,13 +588,16 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
 
     def draw(pair: tuple[DecodedFrame, FramePoints]):
         item, frame_points = pair
-        image = item.image
+        image, planes = item.image, item.planes
         last[0] = item.index
+        shape = (planes.height, planes.width) if planar else image.shape[:2]
         if not size:
-            size.extend(image.shape[:2])
-        elif image.shape[:2] != tuple(size):
-            raise ValueError(f"frame {item.index} is {image.shape[1]}x{image.shape[0]} but earlier frames are "
+            size.extend(shape)
+        elif shape != tuple(size):
+            raise ValueError(f"frame {item.index} is {shape[1]}x{shape[0]} but earlier frames are "
                              f"{size[1]}x{size[0]}; all frames must have one size")
+        if planar:  # rasterised here, composited over the decoder's copy of the planes by the encoding thread
+            return item.index, item.time, planes, planes_layer(renderer, builder(frame_points, item.index), planes)
         buffer = spare.get_nowait()
         if buffer is None:
             buffer = np.empty((*size, channels), np.uint8)
@@ -584,10 +609,13 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
         return item.index, item.time, drawn
 
     def write(result) -> None:
-        index, time, frame = result
+        index, time, frame = result[:3]
+        if planar:  # here, so the next frame's rasterising overlaps this one's compositing
+            composite_planes(frame, *result[3])
         for writer in writers:
             writer.write(frame, index if isinstance(writer, PngSequenceWriter) else time)
-        spare.put(frame)
+        if not planar:
+            spare.put(frame)
 
     count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress)
     if count == 0:
