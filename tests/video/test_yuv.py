@@ -1,6 +1,8 @@
 """The overlay composited in the video's own YUV: the formula, who owns the planes, colour tags, and the
 YUV path against the RGB path it replaces for 8-bit 4:2:0 video."""
 
+import logging
+
 import av
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from trackoverlay.utils.video.yuv import (
     YuvPlanes,
     composite_planes,
     overlay_planes,
+    planar_layer,
     planes_from_frame,
     yuv_coefficients,
 )
@@ -34,6 +37,11 @@ def layer(pixels, rgb, alpha):
     """Sparse-layer fields: flat pixels, premultiplied colour [3, M] and alpha [M]."""
     alpha = np.asarray(alpha, np.float32)
     return np.asarray(pixels, np.int64), (np.asarray(rgb, np.float32).T * alpha).astype(np.float32), alpha
+
+
+def over(planes, pixels, rgb, alpha) -> None:
+    """Composite straight colours ``rgb`` [M, 3] with ``alpha`` at flat ``pixels`` over ``planes``."""
+    composite_planes(planes, planar_layer(*layer(pixels, rgb, alpha), planes))
 
 
 def decoded_planes(path) -> list:
@@ -83,7 +91,7 @@ def smooth_clip(path, frames=4, width=160, height=96, colorspace=1, full_range=F
 @pytest.mark.parametrize("full_range, white", [(False, 235), (True, 255)])
 def test_opaque_white_gives_peak_luma_and_chroma_takes_the_block_mean(full_range, white):
     planes = flat_planes(luma=100, u=100, v=160, full_range=full_range)
-    composite_planes(planes, *layer([2 * 8 + 3], [(1.0, 1.0, 1.0)], [1.0]))
+    over(planes, [2 * 8 + 3], [(1.0, 1.0, 1.0)], [1.0])
     expected = np.full((8, 8), 100)
     expected[2, 3] = white
     np.testing.assert_array_equal(planes.y, expected)
@@ -95,7 +103,7 @@ def test_opaque_white_gives_peak_luma_and_chroma_takes_the_block_mean(full_range
 def test_half_alpha_gives_the_midpoint():
     planes = flat_planes(luma=101, u=90, v=200)
     block = [0, 1, 8, 9]  # the four pixels of chroma block (0, 0)
-    composite_planes(planes, *layer(block, [(1.0, 1.0, 1.0)] * 4, [0.5] * 4))
+    over(planes, block, [(1.0, 1.0, 1.0)] * 4, [0.5] * 4)
     assert planes.y[0, 0] == (101 + 235) // 2 and planes.y[1, 1] == 168
     assert (planes.u[0, 0], planes.v[0, 0]) == ((90 + 128) // 2, (200 + 128) // 2)
 
@@ -107,7 +115,7 @@ def test_zero_alpha_leaves_the_planes_bit_identical_and_inputs_untouched():
     before = [plane.copy() for plane in (planes.y, planes.u, planes.v)]
     pixels, color, alpha = layer(np.arange(0, 256, 3), rng.random((86, 3)), np.zeros(86))
     given = [pixels.copy(), color.copy(), alpha.copy()]
-    composite_planes(planes, pixels, color, alpha)
+    composite_planes(planes, planar_layer(pixels, color, alpha, planes))
     for plane, old in zip((planes.y, planes.u, planes.v), before):
         np.testing.assert_array_equal(plane, old)
     for array, old in zip((pixels, color, alpha), given):
@@ -121,7 +129,7 @@ def test_opaque_colours_match_ffmpegs_own_conversion(colorspace, matrix, full_ra
     colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (200, 50, 30), (90, 160, 220), (255, 255, 255), (0, 0, 0)]
     for colour in colours:
         planes = flat_planes(16, 16, luma=40, u=70, v=180, colorspace=colorspace, full_range=full_range)
-        composite_planes(planes, *layer(np.arange(256), [np.array(colour) / 255.0] * 256, np.ones(256)))
+        over(planes, np.arange(256), [np.array(colour) / 255.0] * 256, np.ones(256))
         reference = av.VideoFrame.from_ndarray(np.full((16, 16, 3), colour, np.uint8), format="rgb24").reformat(
             format="yuv420p", dst_colorspace=matrix, dst_color_range="JPEG" if full_range else "MPEG")
         for plane, ours in zip(reference.planes, (planes.y, planes.u, planes.v)):
@@ -157,7 +165,7 @@ def test_planes_are_copies_never_ffmpegs_buffers(tmp_path):
         planes = planes_from_frame(frame)
         assert not any(np.shares_memory(ours, buffer) for ours in (planes.y, planes.u, planes.v)
                        for buffer in buffers)
-        composite_planes(planes, *layer(np.arange(48 * 64), [(1.0, 0.5, 0.0)] * (48 * 64), np.ones(48 * 64)))
+        over(planes, np.arange(48 * 64), [(1.0, 0.5, 0.0)] * (48 * 64), np.ones(48 * 64))
         for buffer, old in zip(buffers, before):
             np.testing.assert_array_equal(buffer, old)
         assert (planes.y != before[0].reshape(48, -1)[:, :64]).all()
@@ -174,6 +182,23 @@ def test_writer_keeps_the_planes_tags_and_refuses_them_where_rgb_is_needed(tmp_p
         with pytest.raises(ValueError, match="give uint8 RGB frames"):
             writer.write(planes)
         writer.abort()
+
+
+@pytest.mark.parametrize("audio", [None, "aac"])
+def test_a_render_opens_its_input_once_plus_once_for_its_sound(tmp_path, cpu_renderer, monkeypatch, audio):
+    """Probing and decoding share one opening of the input (each costs about a frame's decoding)."""
+    clip = make_video(tmp_path / "clip.mp4", frames=3, audio=audio)
+    opened = []
+    real_open = av.open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(av, "open", counting_open)
+    render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(3, 4, 64, 48)), SPEC, cpu_renderer,
+                 tmp_path / "out.mp4")
+    assert opened.count(str(clip)) == (1 if audio is None else 2)
 
 
 # ------------------------------------------------------------------ the YUV path against the RGB path
@@ -270,6 +295,48 @@ def test_detection_sees_the_same_frames_in_both_paths(tmp_path, demo_clip_file, 
     assert detectors[0].track_count == detectors[1].track_count >= 6
     yuv, rgb = (np.stack(list(iter_video_frames(outputs[name]))).astype(int) for name in ("yuv", "rgb"))
     assert np.abs(yuv - rgb).mean() <= 1.5
+
+
+class HostGpu:
+    """A stand-in GPU renderer: its "device" layer is the CPU renderer's, as NumPy arrays; ``fail`` raises first."""
+
+    def __init__(self, cpu, fail=False):
+        self.cpu, self.fail, self.calls, self.closed = cpu, fail, 0, False
+
+    def upload(self, display_list):
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
+        return display_list
+
+    def layer_device(self, scene, height, width):
+        layer = self.cpu.rasterize(scene, height, width)
+        return layer.pixels, np.vstack([layer.color, layer.alpha]).T
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
+def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_renderer, fail, caplog):
+    """The GPU's own layer is made planar where it lies; a GPU failure finishes the video on the CPU, same frames."""
+    from trackoverlay.utils.raster.cpu import CpuRenderer
+    from trackoverlay.utils.raster.fallback import FallbackRenderer
+
+    clip = smooth_clip(tmp_path / "clip.mp4")
+    tracks = random_tracks(4, 12, 160, 96, seed=3)
+    gpu = HostGpu(cpu_renderer, fail)
+    outputs = []
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        for renderer in (FallbackRenderer(gpu, CpuRenderer), cpu_renderer):
+            outputs.append(tmp_path / f"{len(outputs)}.mp4")
+            render_video(FrameSource.from_video(clip), TrackPoints(tracks), SPEC, renderer, outputs[-1], crf=0,
+                         preset="ultrafast")
+    for ours, reference in zip(decoded_planes(outputs[0]), decoded_planes(outputs[1])):
+        for plane, want in zip(ours, reference):
+            np.testing.assert_array_equal(plane, want)
+    assert (gpu.calls, gpu.closed) == ((1, True) if fail else (4, False))
+    assert ("continuing on the CPU" in caplog.text) == fail
 
 
 # ------------------------------------------------------------------ GPU

@@ -10,6 +10,7 @@ from the output's extension (:mod:`.formats`), copies the input's audio
 
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -89,15 +90,14 @@ def _open_video(path) -> tuple:
     return container, stream
 
 
-def _first_frame(stream) -> tuple[int, str | None]:
-    """From ``stream``'s first frame: the counter-clockwise degrees (0, 90, 180, 270) that show it upright,
-    and its pixel format (None if no frame decodes)."""
+def _first_frame(stream):
+    """``stream``'s first decoded frame, or None."""
     try:
         for frame in stream.container.decode(stream):
-            return _quarter_turns(frame.rotation) * 90, frame.format.name
+            return frame
     except av.error.FFmpegError:
         pass
-    return 0, None
+    return None
 
 
 def _quarter_turns(rotation) -> int:
@@ -109,26 +109,32 @@ def _quarter_turns(rotation) -> int:
     return turns % 4
 
 
+def _video_info(container, stream, first) -> VideoInfo:
+    """What ``container`` says of ``stream``, with rotation and pixel format from its ``first`` frame (or None)."""
+    fps = stream.average_rate or stream.guessed_rate or Fraction(0)
+    count, counted = stream.frames, True
+    if not count and fps:
+        counted = False
+        if stream.duration is not None and stream.time_base is not None:
+            seconds = stream.duration * stream.time_base
+        else:
+            seconds = (container.duration or 0) / av.time_base
+        count = round(seconds * fps)
+    audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
+    rotation = 0 if first is None else _quarter_turns(first.rotation) * 90
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if rotation % 180:
+        width, height = height, width
+    time_base = Fraction(stream.time_base) if stream.time_base else None
+    return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base,
+                     None if first is None else first.format.name)
+
+
 def probe_video(path) -> VideoInfo:
     """Size (upright), frame rate, (estimated) frame count, rotation and audio of a video file."""
     container, stream = _open_video(path)
     with container:
-        fps = stream.average_rate or stream.guessed_rate or Fraction(0)
-        count, counted = stream.frames, True
-        if not count and fps:
-            counted = False
-            if stream.duration is not None and stream.time_base is not None:
-                seconds = stream.duration * stream.time_base
-            else:
-                seconds = (container.duration or 0) / av.time_base
-            count = round(seconds * fps)
-        audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
-        rotation, pix_fmt = _first_frame(stream)
-        width, height = stream.codec_context.width, stream.codec_context.height
-        if rotation % 180:
-            width, height = height, width
-        time_base = Fraction(stream.time_base) if stream.time_base else None
-        return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base, pix_fmt)
+        return _video_info(container, stream, _first_frame(stream))
 
 
 class DecodedFrame(NamedTuple):
@@ -214,9 +220,8 @@ def _rgb_only(frame) -> tuple:
     return frame_to_rgb(frame), None
 
 
-def _decode(container, stream, path: str, start: int, stats: DecodeStats, convert=_rgb_only) -> Iterator[DecodedFrame]:
-    """Decoded frames from ``start`` on, ``convert(frame)`` giving (image, planes); bad packets or frames are
-    logged, counted and skipped."""
+def _raw_frames(container, stream, path: str, start: int, stats: DecodeStats) -> Iterator:
+    """FFmpeg's decoded frames from ``start`` on; bad packets are logged, counted and skipped."""
     target = _seek(container, stream, start)
     to_skip = start if target is None else 0
     packets = container.demux(stream)
@@ -241,15 +246,22 @@ def _decode(container, stream, path: str, start: int, stats: DecodeStats, conver
             if to_skip:
                 to_skip -= 1
                 continue
-            try:
-                image, planes = convert(frame)
-            except (av.error.FFmpegError, ValueError) as error:
-                LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, start + stats.position,
-                               error)
-                stats.failed += 1
-                continue
-            yield DecodedFrame(image, start + stats.position, _frame_time(frame), planes)
-            stats.read += 1
+            yield frame
+
+
+def _decode(container, stream, path: str, start: int, stats: DecodeStats, convert=_rgb_only,
+            frames: Iterator | None = None) -> Iterator[DecodedFrame]:
+    """Decoded frames from ``start`` on (``frames``: FFmpeg's, if already begun), ``convert(frame)`` giving
+    (image, planes); bad packets or frames are logged, counted and skipped."""
+    for frame in _raw_frames(container, stream, path, start, stats) if frames is None else frames:
+        try:
+            image, planes = convert(frame)
+        except (av.error.FFmpegError, ValueError) as error:
+            LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, start + stats.position, error)
+            stats.failed += 1
+            continue
+        yield DecodedFrame(image, start + stats.position, _frame_time(frame), planes)
+        stats.read += 1
 
 
 class VideoFrames:
@@ -264,11 +276,12 @@ class VideoFrames:
     counts frames read and frames that could not be decoded.
     """
 
-    def __init__(self, container, stream, path: str, start: int = 0, yuv: bool = False, rgb: bool = True):
+    def __init__(self, container, stream, path: str, start: int = 0, yuv: bool = False, rgb: bool = True,
+                 begun: tuple | None = None):
         self._container = container
         self.path = path
         self.start = start
-        self.stats = DecodeStats()
+        self.stats = DecodeStats() if begun is None else begun[1]
         self._wanted = {}  # shared with the decoder loop (not self: dropping an unfinished iterator closes it)
         self.outputs(yuv, rgb)
         wanted = self._wanted
@@ -277,13 +290,13 @@ class VideoFrames:
             image = frame_to_rgb(frame) if wanted["rgb"] else None
             return image, (planes_from_frame(frame, _quarter_turns(frame.rotation)) if wanted["yuv"] else None)
 
-        self._frames = _decode(container, stream, path, start, self.stats, convert)
+        self._frames = _decode(container, stream, path, start, self.stats, convert, begun and begun[0])
 
     def outputs(self, yuv: bool = False, rgb: bool = True) -> None:
         """Choose what the frames come with (see the class docstring); before the first frame only."""
         if not (yuv or rgb):
             raise ValueError("decoded frames need RGB images, YUV planes or both; ask for at least one")
-        if self.stats.position:
+        if self.stats.read:
             raise ValueError("choose what decoded frames come with before the first one is read")
         self._wanted.update(yuv=yuv, rgb=rgb)
 
@@ -323,6 +336,24 @@ def iter_video_frames(path, start: int = 0, *, yuv: bool = False, rgb: bool = Tr
     container, stream = _open_video(path)
     stream.thread_type = "AUTO"
     return VideoFrames(container, stream, os.fspath(path), start, yuv, rgb)
+
+
+def open_video(path) -> tuple[VideoInfo, VideoFrames]:
+    """:func:`probe_video` and :func:`iter_video_frames` from frame 0 with one opening of the file: the
+    first frame, decoded for its rotation and pixel format, is the first the frames yield (opening and
+    probing a large file costs about one frame's decoding)."""
+    container, stream = _open_video(path)
+    try:
+        stream.thread_type = "AUTO"
+        stats = DecodeStats()
+        frames = _raw_frames(container, stream, os.fspath(path), 0, stats)
+        first = next(frames, None)
+        info = _video_info(container, stream, first)
+    except BaseException:
+        container.close()
+        raise
+    begun = frames if first is None else itertools.chain([first], frames)
+    return info, VideoFrames(container, stream, os.fspath(path), 0, begun=(begun, stats))
 
 
 def _check_rate(fps) -> Fraction:

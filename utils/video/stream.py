@@ -50,7 +50,7 @@ from ..tracks.detect import TrackDetector
 from . import paths
 from .audio import AudioCopy
 from .budget import Budget
-from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, probe_video
+from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video
 from .pipeline import Pipeline
 from .yuv import composite_planes, planes_layer
 
@@ -326,7 +326,8 @@ class FrameSource:
     source; ``path`` the video file behind a video source (it is protected
     from being overwritten, and its audio can be kept); ``planar`` says the
     video decodes to even-sized 8-bit 4:2:0 YUV, which can be drawn on as it
-    is (see :mod:`.yuv`).
+    is (see :mod:`.yuv`); ``audio`` is False when the video is known to have no
+    sound (then it is not opened again to look).
     """
 
     frames: Iterable[np.ndarray]
@@ -340,15 +341,18 @@ class FrameSource:
     canvas: bool = False
     time_base: Fraction | None = None
     planar: bool = False
+    audio: bool = True
 
     @classmethod
     def from_video(cls, path) -> "FrameSource":
         """Decode a video file lazily (checked now: a missing or unreadable file raises)."""
-        info = probe_video(path)
+        info, frames = open_video(path)
         if not info.fps:
+            frames.close()
             raise ValueError(f"{os.fspath(path)} does not state its frame rate; re-encode it with a fixed fps")
-        return cls(iter_video_frames(path), info.width, info.height, info.fps, info.frame_count,
-                   path=os.fspath(path), counted=info.counted, time_base=info.time_base, planar=info.planar)
+        return cls(frames, info.width, info.height, info.fps, info.frame_count,
+                   path=os.fspath(path), counted=info.counted, time_base=info.time_base, planar=info.planar,
+                   audio=info.audio is not None)
 
     @classmethod
     def from_demo(cls, clip: DemoClip, canvas: bool = False) -> "FrameSource":
@@ -452,7 +456,7 @@ def _open_outputs(output, png_dir, source: FrameSource, inputs, layer_only: bool
         if paths.is_folder_spelling(os.fspath(output)):
             writers.append(PngSequenceWriter(output, layer_only=layer_only, inputs=protect, what="output"))
         else:
-            sound = AudioCopy(source.path) if audio and source.path is not None else None
+            sound = AudioCopy(source.path) if audio and source.audio and source.path is not None else None
             try:
                 writers.append(VideoWriter(output, fps=source.fps, crf=crf, preset=preset, layer_only=layer_only,
                                            codec=codec, inputs=protect, audio=sound, time_base=source.time_base))
@@ -611,7 +615,7 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     def write(result) -> None:
         index, time, frame = result[:3]
         if planar:  # here, so the next frame's rasterising overlaps this one's compositing
-            composite_planes(frame, *result[3])
+            composite_planes(frame, result[3])
         for writer in writers:
             writer.write(frame, index if isinstance(writer, PngSequenceWriter) else time)
         if not planar:

@@ -12,8 +12,12 @@ are 0..255 uint8 levels, rounded to nearest and clipped; ``M`` and ``o``
 come from the picture's colour matrix and range (:func:`yuv_coefficients`).
 
 Only the layer's pixels are touched, so the cost follows the overlay, not
-the frame. The same code runs on NumPy and CuPy planes (frames decoded on
-the host or on a GPU fit one :class:`YuvPlanes`).
+the frame. It runs in two steps, each written once for NumPy and CuPy:
+:func:`planar_layer` turns a rasterised layer into the ``keep`` and ``term``
+of every touched luma pixel and chroma block (it needs the frame's size and
+colour tags, not its pixels: the GPU renderer makes it on the GPU), and
+:func:`composite_planes` applies them to :class:`YuvPlanes`, host or GPU
+arrays alike (frames decoded by FFmpeg on the CPU, or by a GPU decoder).
 """
 
 from __future__ import annotations
@@ -99,68 +103,115 @@ def _levels(values, xp):
     return xp.clip(xp.floor(values + 0.5), 0, 255).astype(xp.uint8)
 
 
-def composite_planes(planes: YuvPlanes, pixels, color, alpha) -> None:
-    """Composite a premultiplied layer "over" ``planes`` in place (see the module docstring).
+@dataclass(frozen=True)
+class PlanarLayer:
+    """A layer as it acts on 4:2:0 planes: ``plane[i] = keep * plane[i] + term`` at its luma pixels and at
+    its chroma blocks (flat indices, int64; float32 factors; arrays of one module, NumPy or CuPy).
+
+    It depends on the frame's size and colour tags only, not on its pixels,
+    so it is made where the layer is (on the GPU for the GPU renderer) and
+    moved, smaller than the layer, to where the planes are.
+    """
+
+    pixels: object
+    keep: object
+    luma: object
+    blocks: object
+    chroma_keep: object
+    u: object
+    v: object
+
+    def to(self, xp) -> "PlanarLayer":
+        """The same layer as arrays of module ``xp``."""
+        if array_module(self.pixels) is xp:
+            return self
+        move = (lambda array: array.get()) if xp is np else xp.asarray
+        return PlanarLayer(*(move(getattr(self, name)) for name in self.__dataclass_fields__))
+
+
+def planar_layer(pixels, color, alpha, planes: YuvPlanes) -> PlanarLayer:
+    """The :class:`PlanarLayer` of a premultiplied layer over pictures like ``planes`` (size and colour tags).
 
     ``pixels`` are flat indices ``y * W + x`` (unique), ``color`` premultiplied
-    RGB 0..1 [3, M], ``alpha`` [M]: a :class:`~..raster.layer.SparseLayer`'s
-    fields, as arrays of the planes' module (NumPy or CuPy).
+    RGB 0..1 [3, M], ``alpha`` [M] (a :class:`~..raster.layer.SparseLayer`'s
+    fields), all NumPy or all CuPy; the result is made with the same module.
     """
-    if len(pixels) == 0:
-        return
-    xp = array_module(planes.y)
-    height, width = planes.height, planes.width
+    xp = array_module(pixels)
+    width, half = planes.width, planes.width // 2
     matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
     alpha = xp.asarray(alpha, xp.float32)
     color = xp.asarray(color, xp.float32)
-    pixels = xp.asarray(pixels)
-    rows = pixels // width
-    cols = pixels - rows * width
+    pixels = xp.asarray(pixels).astype(xp.int64, copy=False)  # NumPy indexes fastest with its own int
+    if len(pixels) == 0:
+        return PlanarLayer(pixels, alpha, alpha, pixels, alpha, alpha, alpha)
 
-    def layer_term(channel: int):  # M_c @ premultiplied colour + alpha * o_c, per pixel
-        m = matrix[channel]
-        return m[0] * color[0] + m[1] * color[1] + m[2] * color[2] + alpha * offset[channel]
-
-    luma_plane = planes.y.reshape(-1)  # views: the planes are C-contiguous
-    luma = luma_plane[pixels].astype(xp.float32)
-    luma_plane[pixels] = _levels((1 - alpha) * luma + layer_term(0), xp)
-
-    half = width // 2
-    block = (rows >> 1) * half + (cols >> 1)
-    blocks = xp.zeros((height // 2) * half, bool)
-    blocks[block] = True
-    blocks = xp.flatnonzero(blocks)  # the touched 2x2 blocks, ascending
-    slot = xp.empty((height // 2) * half, xp.int64)
+    terms = xp.empty((3, len(alpha)), xp.float32)  # M @ premultiplied colour + alpha * o, per pixel
+    for row, (m, term) in enumerate(zip(matrix, terms)):  # (elementwise: a BLAS call would spin threads)
+        xp.multiply(color[0], m[0], out=term)
+        term += color[1] * m[1]
+        term += color[2] * m[2]
+        term += alpha * offset[row]
+    block = pixels // (2 * width)  # each pixel's 2x2 block: (y // 2) * W / 2 + x // 2
+    block *= half
+    block += (pixels % width) >> 1
+    touched = xp.zeros((planes.height // 2) * half, bool)
+    touched[block] = True
+    blocks = xp.flatnonzero(touched).astype(xp.int64, copy=False)  # the touched blocks, ascending
+    slot = xp.empty(len(touched), xp.int64)
     slot[blocks] = xp.arange(len(blocks))
     slot = slot[block]  # each pixel's block among them
-    cover = xp.bincount(slot, weights=alpha, minlength=len(blocks)) * 0.25
-    for channel, plane in ((1, planes.u), (2, planes.v)):
-        term = xp.bincount(slot, weights=layer_term(channel), minlength=len(blocks)) * 0.25
-        chroma_plane = plane.reshape(-1)
-        below = chroma_plane[blocks].astype(xp.float64)
-        chroma_plane[blocks] = _levels((1 - cover) * below + term, xp)
+
+    def mean(values):  # over each block's four pixels (those outside the layer add 0)
+        return (xp.bincount(slot, weights=values, minlength=len(blocks)) * 0.25).astype(xp.float32)
+
+    return PlanarLayer(pixels, 1 - alpha, terms[0], blocks, 1 - mean(alpha), mean(terms[1]), mean(terms[2]))
 
 
-def planes_layer(renderer, display_list, planes: YuvPlanes) -> tuple:
-    """``display_list`` rasterised by ``renderer`` for ``planes``: (pixels, color, alpha) as arrays of the planes'
-    module, ready for :func:`composite_planes`.
-
-    Host planes take the renderer's sparse layer (``rasterize``; the GPU
-    renderer brings it back from the GPU). Planes on a GPU take the layer
-    there (``layer_device``, or the host layer uploaded), so the frame never
-    crosses the bus.
-    """
+def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
+    """Composite ``layer`` "over" ``planes`` in place (see the module docstring); it is moved to the planes'
+    module first if it is not there."""
+    if len(layer.pixels) == 0:
+        return
     xp = array_module(planes.y)
-    if xp is not np and hasattr(renderer, "layer_device"):
-        pixels, rgba = renderer.layer_device(renderer.upload(display_list), planes.height, planes.width)
-        return pixels, rgba[:, :3].T, rgba[:, 3]
-    layer = renderer.rasterize(display_list, planes.height, planes.width)
-    return xp.asarray(layer.pixels), xp.asarray(layer.color), xp.asarray(layer.alpha)
+    layer = layer.to(xp)
+    for plane, index, keep, term in ((planes.y, layer.pixels, layer.keep, layer.luma),
+                                     (planes.u, layer.blocks, layer.chroma_keep, layer.u),
+                                     (planes.v, layer.blocks, layer.chroma_keep, layer.v)):
+        flat = plane.reshape(-1)  # a view: the planes are C-contiguous
+        flat[index] = _levels(keep * flat[index] + term, xp)
+
+
+def _device_layer(renderer, display_list, height: int, width: int):
+    """(pixels, premultiplied RGBA [M, 4]) on the GPU when ``renderer`` draws there, else None."""
+    def draw(gpu):
+        return gpu.layer_device(gpu.upload(display_list), height, width)
+
+    if hasattr(renderer, "on_gpu"):  # the GPU renderer with its CPU fallback
+        return renderer.on_gpu(draw)
+    return draw(renderer) if hasattr(renderer, "layer_device") else None
+
+
+def planes_layer(renderer, display_list, planes: YuvPlanes) -> PlanarLayer:
+    """``display_list`` rasterised by ``renderer`` as a :class:`PlanarLayer` for ``planes``, on the planes' side.
+
+    On the GPU renderer the layer stays on the GPU, its planar form is made
+    there and only that comes back (host planes) or nothing moves (planes on
+    the GPU); a CPU renderer's sparse layer is turned into it on the host.
+    The planes' pixels are not read.
+    """
+    device = _device_layer(renderer, display_list, planes.height, planes.width)
+    if device is not None:
+        pixels, rgba = device
+        layer = planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], planes)
+    else:
+        sparse = renderer.rasterize(display_list, planes.height, planes.width)
+        layer = planar_layer(sparse.pixels, sparse.color, sparse.alpha, planes)
+    return layer.to(array_module(planes.y))
 
 
 def overlay_planes(renderer, display_list, planes: YuvPlanes) -> None:
     """Draw ``display_list`` over ``planes`` in place with ``renderer``'s rasteriser (see :func:`planes_layer`)."""
-    composite_planes(planes, *planes_layer(renderer, display_list, planes))
+    composite_planes(planes, planes_layer(renderer, display_list, planes))
 
 
 def planes_from_frame(frame, turns: int = 0) -> YuvPlanes:
