@@ -13,7 +13,13 @@ from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.video import io as video_io
 from trackoverlay.utils.video import stream
 from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video
-from trackoverlay.utils.video.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints, render_video
+from trackoverlay.utils.video.stream import (
+    DetectedPoints,
+    FrameSource,
+    OverlaySpec,
+    TrackPoints,
+    render_video,
+)
 from trackoverlay.utils.video.yuv import (
     YuvPlanes,
     composite_planes,
@@ -169,6 +175,23 @@ def test_planes_are_copies_never_ffmpegs_buffers(tmp_path):
         for buffer, old in zip(buffers, before):
             np.testing.assert_array_equal(buffer, old)
         assert (planes.y != before[0].reshape(48, -1)[:, :64]).all()
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["planes-wrapped", "planes-copied"])
+def test_planes_are_encoded_as_they_are(tmp_path, monkeypatch, wrapped):
+    """Planes go to the encoder unchanged (lossless x264 gives them back bit for bit), wrapped without a copy
+    where PyAV can, copied into FFmpeg's frame where it cannot (older PyAV)."""
+    monkeypatch.setattr(video_io, "_wraps_planes", lambda: wrapped)
+    rng = np.random.default_rng(8)
+    pictures = [YuvPlanes(rng.integers(16, 236, (48, 64), dtype=np.uint8),
+                          rng.integers(16, 241, (24, 32), dtype=np.uint8),
+                          rng.integers(16, 241, (24, 32), dtype=np.uint8)) for _ in range(3)]
+    with VideoWriter(tmp_path / "planes.mp4", crf=0, preset="ultrafast") as writer:
+        for planes in pictures:
+            writer.write(planes)
+    for planes, back in zip(pictures, decoded_planes(tmp_path / "planes.mp4")):
+        for plane, decoded in zip((planes.y, planes.u, planes.v), back):
+            np.testing.assert_array_equal(decoded, plane)
 
 
 def test_writer_keeps_the_planes_tags_and_refuses_them_where_rgb_is_needed(tmp_path):

@@ -10,6 +10,7 @@ from the output's extension (:mod:`.formats`), copies the input's audio
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -544,8 +545,7 @@ class VideoWriter(_Writer):
         """``frame`` as the encoder's pixel format; the caller's array is not kept once this returns
         (planes excepted: they are wrapped without a copy and kept until the encoder lets go)."""
         if isinstance(frame, YuvPlanes):
-            planes = [np.ascontiguousarray(to_numpy(plane)) for plane in (frame.y, frame.u, frame.v)]
-            return av.VideoFrame.from_dlpack(planes, format="yuv420p")
+            return _planes_frame(frame)
         if any(self._padding):
             frame = self._pad(frame)
         layout = "rgba" if self.format.alpha else "rgb24"
@@ -617,6 +617,29 @@ class VideoWriter(_Writer):
             self._container.close()
         except (av.error.FFmpegError, OSError) as error:
             LOGGER.debug("%s: closing an aborted video failed: %s", self.output.given, error)
+
+
+@functools.cache
+def _wraps_planes() -> bool:
+    """Whether this PyAV wraps yuv420p planes held elsewhere (``VideoFrame.from_dlpack``, PyAV 17+)."""
+    try:
+        av.VideoFrame.from_dlpack([np.zeros((2, 2), np.uint8)] + [np.zeros((1, 1), np.uint8)] * 2, format="yuv420p")
+    except (AttributeError, NotImplementedError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _planes_frame(planes: YuvPlanes):
+    """A yuv420p ``av.VideoFrame`` of host copies of ``planes``: wrapped as they are where PyAV can (FFmpeg
+    keeps them alive until the encoder, which copies the picture, lets go), else copied into FFmpeg's own."""
+    arrays = [np.ascontiguousarray(to_numpy(plane)) for plane in (planes.y, planes.u, planes.v)]
+    if _wraps_planes():
+        return av.VideoFrame.from_dlpack(arrays, format="yuv420p")
+    image = av.VideoFrame(planes.width, planes.height, "yuv420p")
+    for array, plane in zip(arrays, image.planes):
+        rows, width = array.shape
+        np.frombuffer(plane, np.uint8).reshape(rows, -1)[:, :width] = array
+    return image
 
 
 def _bt709_rows() -> np.ndarray:

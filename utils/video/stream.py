@@ -9,7 +9,10 @@ Each stage keeps only what the next frame needs (the detector's live points,
 the previous frame's edges). Decoding and encoding run on their own threads
 (:mod:`.pipeline`) with bounded queues, drawing in the caller's thread into a
 small ring of reused frame buffers, so an hour of video streams through like
-a second of it.
+a second of it. An 8-bit 4:2:0 video going to a yuv420p format never becomes
+RGB: the overlay is rasterised in the caller's thread and composited over the
+decoder's YUV planes by the encoding thread (:mod:`.yuv`); RGB images are
+then made only for a detector.
 
 Frame ranges (``start_frame``/``end_frame``) render part of a shot so parts
 made on several machines join without a seam, equal to the whole render bit

@@ -121,7 +121,7 @@ class PlanarLayer:
     u: object
     v: object
 
-    def to(self, xp) -> "PlanarLayer":
+    def to(self, xp) -> PlanarLayer:
         """The same layer as arrays of module ``xp``."""
         if array_module(self.pixels) is xp:
             return self
@@ -231,4 +231,4 @@ def planes_from_frame(frame, turns: int = 0) -> YuvPlanes:
     pictures = [np.ascontiguousarray(np.rot90(source, turns)) if turns else source.copy() for source in sources]
     colorspace = matrix_tag(frame.colorspace, frame.height)
     return YuvPlanes(*pictures, colorspace=colorspace, full_range=is_full_range(frame),
-                     primaries=frame.color_primaries, transfer=frame.color_trc)
+                     primaries=getattr(frame, "color_primaries", 2), transfer=getattr(frame, "color_trc", 2))
