@@ -157,6 +157,8 @@ def test_bad_planes_are_refused():
         YuvPlanes(np.zeros((8, 16), np.uint8)[:, ::2], np.zeros((4, 4), np.uint8), np.zeros((4, 4), np.uint8))
     with pytest.raises(ValueError, match="colorspace tag 2"):
         flat_planes(colorspace=2)
+    with pytest.raises(ValueError, match="must be uint8"):
+        YuvPlanes(np.zeros((8, 8), np.uint16), np.zeros((4, 4), np.uint16), np.zeros((4, 4), np.uint16))
 
 
 # ------------------------------------------------------------------ decoding and encoding planes

@@ -27,7 +27,7 @@ from ..core.checks import Range
 from ..core.log import LOGGER
 from . import paths
 from .formats import OutputFormat, choose_format
-from .yuv import PLANAR_FORMATS, YuvPlanes, is_full_range, matrix_tag, planes_from_frame
+from .yuv import PLANAR_FORMATS, YuvPlanes, is_full_range, matrix_tag, planes_from_frame, yuv_coefficients
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 _VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-used per x264 preset
@@ -644,13 +644,8 @@ def _planes_frame(planes: YuvPlanes):
 
 def _bt709_rows() -> np.ndarray:
     """float32 [3, 4]: RGB (0..255) -> limited-range BT.709 Y, Cb, Cr (rows), with the offsets in column 3."""
-    red, blue = 0.2126, 0.0722
-    green = 1.0 - red - blue
-    matrix = np.array([[red, green, blue],
-                       [-red / (2 * (1 - blue)), -green / (2 * (1 - blue)), 0.5],
-                       [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]])
-    matrix *= np.array([[219.0], [224.0], [224.0]]) / 255.0
-    return np.hstack([matrix, [[16.0], [128.0], [128.0]]]).astype(np.float32)
+    matrix, offset = yuv_coefficients(1, False)
+    return np.hstack([matrix / 255.0, offset[:, None]]).astype(np.float32)
 
 
 class Bt709Converter:

@@ -71,6 +71,9 @@ class YuvPlanes:
         if height % 2 or width % 2 or self.u.shape != half or self.v.shape != half:
             raise ValueError(f"planes must be Y [H, W] with H, W even and U, V [H/2, W/2], got Y "
                              f"{list(self.y.shape)}, U {list(self.u.shape)}, V {list(self.v.shape)}")
+        if any(plane.dtype != np.uint8 for plane in (self.y, self.u, self.v)):
+            raise ValueError(f"planes must be uint8 (8-bit video), got {self.y.dtype}, {self.u.dtype}, "
+                             f"{self.v.dtype}")
         if not all(plane.flags.c_contiguous for plane in (self.y, self.u, self.v)):
             raise ValueError("planes must be C-contiguous arrays (copy strided views, e.g. NV12 chroma, first)")
         if self.colorspace not in KR_KB:
@@ -86,7 +89,7 @@ class YuvPlanes:
 
 
 def yuv_coefficients(colorspace: int, full_range: bool) -> tuple[np.ndarray, np.ndarray]:
-    """float32 M [3, 3] and o [3] with ``(Y, U, V) = M @ rgb + o``, for 0..1 RGB and 0..255 levels."""
+    """float64 M [3, 3] and o [3] with ``(Y, U, V) = M @ rgb + o``, for 0..1 RGB and 0..255 levels."""
     red, blue = KR_KB[colorspace]
     green = 1.0 - red - blue
     matrix = np.array([[red, green, blue],
@@ -94,8 +97,7 @@ def yuv_coefficients(colorspace: int, full_range: bool) -> tuple[np.ndarray, np.
                        [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]]) * 255.0
     if not full_range:
         matrix *= np.array([[219.0], [224.0], [224.0]]) / 255.0
-    offset = np.array([0.0 if full_range else 16.0, 128.0, 128.0])
-    return matrix.astype(np.float32), offset.astype(np.float32)
+    return matrix, np.array([0.0 if full_range else 16.0, 128.0, 128.0])
 
 
 def _levels(values, xp):
@@ -138,7 +140,7 @@ def planar_layer(pixels, color, alpha, planes: YuvPlanes) -> PlanarLayer:
     """
     xp = array_module(pixels)
     width, half = planes.width, planes.width // 2
-    matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
+    matrix, offset = (part.astype(np.float32) for part in yuv_coefficients(planes.colorspace, planes.full_range))
     alpha = xp.asarray(alpha, xp.float32)
     color = xp.asarray(color, xp.float32)
     pixels = xp.asarray(pixels).astype(xp.int64, copy=False)  # NumPy indexes fastest with its own int
