@@ -18,9 +18,11 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
   detect point detection and tracking (CPU) at 1080p and 4K, per method: mean and
          worst milliseconds per frame over --repeat frames of the demo clip (detection
          defaults: 100 points, redetect every 5 frames); --size picks one size
-  video  the video path users run: the CLI's render (track file, 100 points) on a textured clip against
-         plain PyAV transcodes of the same clip at the same x264 settings, 1080p and 4K (frames per second);
-         PyAV decodes, and on the GPU with the nvcodec extra one more run decodes with NVDEC
+  video  the video path users run, frames per second at 1080p and 4K on a textured moving clip, one table:
+         plain PyAV transcodes (YUV, same x264 settings; the best one is the reference), the CLI drawing
+         nothing, with a track file (100 points; CPU, and GPU when present) and with detection, in YUV
+         (the default for yuv420p video) and with the RGB path forced; on the GPU with the nvcodec extra,
+         one more run decodes with NVDEC
   trails motion trails of 30 frames for 1000 points at 4K (TrailStyle defaults, width 3 px; points move
          2..8 px per frame with 1 px jitter, default_rng(0)): building them (whole clip and one streamed
          frame), and one frame drawn on the CPU, or on the GPU with the frame resident
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -483,43 +486,84 @@ def _video_clip(path: str, width: int, height: int, frames: int) -> None:
         container.mux(stream.encode(None))
 
 
-def _transcode(source: str, target: str, preset: str, via_rgb: bool) -> int:
-    """A plain serial PyAV transcode at the CLI's x264 settings; ``via_rgb`` converts each frame as the CLI does."""
+def _transcode(source: str, target: str, preset: str, threaded: bool) -> int:
+    """A plain PyAV transcode in YUV at the CLI's x264 settings: serial with PyAV's default encoder threads
+    (x264 slice threads), or ``threaded``: x264 frame threads and decoding, encoding on two threads."""
     import av
+    from trackoverlay.utils.video.pipeline import Pipeline
 
     with av.open(source) as reader, av.open(target, "w") as writer:
         video = reader.streams.video[0]
         video.thread_type = "AUTO"
         stream = writer.add_stream("libx264", rate=video.average_rate, options={"crf": "18", "preset": preset})
         stream.width, stream.height, stream.pix_fmt = video.codec_context.width, video.codec_context.height, "yuv420p"
-        count = 0
-        for frame in reader.decode(video):
-            if via_rgb:
-                frame = av.VideoFrame.from_ndarray(frame.to_ndarray(format="rgb24"), format="rgb24")
-            frame.pts = count
+        if threaded:
+            stream.codec_context.thread_type = "FRAME"
+        count = [0]
+
+        def encode(frame) -> None:
+            frame.pts = count[0]
             writer.mux(stream.encode(frame))
-            count += 1
+            count[0] += 1
+
+        frames = reader.decode(video)
+        if threaded:
+            Pipeline().run(frames, lambda frame: frame, encode)
+        else:
+            for frame in frames:
+                encode(frame)
         writer.mux(stream.encode(None))
-    return count
+    return count[0]
 
 
-def _overlay_cli(source: str, target: str, tracks: str, backend: str, preset: str, *extra: str) -> None:
-    """The CLI's own render (examples/overlay_video.py main), in-process."""
+def _overlay_cli(source: str, target: str, preset: str, backend: str, *extra: str, rgb: bool = False) -> None:
+    """The CLI's own render (examples/overlay_video.py main), in-process; ``rgb`` forces the RGB path."""
+    import contextlib
     import importlib.util
-    import os
+    import io
+
+    from trackoverlay.utils.video import stream
 
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "overlay_video.py")
     spec = importlib.util.spec_from_file_location("overlay_video_bench", script)
     cli = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cli)
-    code = cli.main([source, "-o", target, "--tracks", tracks, "--backend", backend, "--preset", preset, *extra])
+    stream._YUV_COMPOSITE = not rgb
+    try:  # the CLI's log lines and progress bar would bury the table
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = cli.main([source, "-o", target, "--backend", backend, "--preset", preset, *extra])
+    finally:
+        stream._YUV_COMPOSITE = True
     if code != 0:
         raise RuntimeError(f"overlay_video.py exited with status {code}")
 
 
-def bench_video(backend: str, frames: int, preset: str, sizes=("1920x1080", "3840x2160")) -> dict:
-    """Frames per second of the CLI render and of plain transcodes of the same clip, same settings, same run."""
-    import os
+PLAIN = "plain transcode"
+
+
+def video_runs(clip: str, tracks: str, folder: str, preset: str, backends) -> dict:
+    """Name -> function rendering ``clip`` once (the runs of the video scene)."""
+    out = os.path.join(folder, "out.mp4")
+    nothing = ("--tracks", tracks, "--no-lines", "--no-boxes")
+    runs = {
+        f"{PLAIN}: PyAV defaults (x264 slice threads), serial": lambda: _transcode(clip, out, preset, False),
+        f"{PLAIN}: x264 frame threads, decode | encode threads": lambda: _transcode(clip, out, preset, True),
+        "CLI, nothing drawn, YUV": lambda: _overlay_cli(clip, out, preset, "cpu", *nothing),
+        "CLI, nothing drawn, RGB (forced)": lambda: _overlay_cli(clip, out, preset, "cpu", *nothing, rgb=True),
+    }
+    for backend in backends:
+        runs[f"CLI, track file (100 points), {backend}, YUV"] = lambda b=backend: _overlay_cli(
+            clip, out, preset, b, "--tracks", tracks, "--decoder", "cpu")
+        runs[f"CLI, track file (100 points), {backend}, RGB (forced)"] = lambda b=backend: _overlay_cli(
+            clip, out, preset, b, "--tracks", tracks, "--decoder", "cpu", rgb=True)
+    runs[f"CLI, detection (corners, 100 points), {backends[-1]}, YUV"] = lambda: _overlay_cli(
+        clip, out, preset, backends[-1])
+    return runs
+
+
+def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x2160")) -> dict:
+    """Frames per second of plain transcodes and of the CLI's renders of the same clip, same x264 settings,
+    in one run: {run: {size: fps}}."""
     import tempfile
 
     from trackoverlay.utils.tracks.contract import Tracks
@@ -527,7 +571,6 @@ def bench_video(backend: str, frames: int, preset: str, sizes=("1920x1080", "384
     from trackoverlay.utils.video.nvcodec import probe_nvdec
 
     results = {}
-    x264 = ("--encoder", "cpu")  # the transcodes' encoder
     with tempfile.TemporaryDirectory(prefix="trackoverlay-bench-") as folder:
         for size in sizes:
             width, height = parse_size(size)
@@ -536,25 +579,27 @@ def bench_video(backend: str, frames: int, preset: str, sizes=("1920x1080", "384
             rng = np.random.default_rng(0)
             path = (rng.random((frames, 100, 2)) * [width, height]).astype(np.float32)
             save_tracks_json(Tracks(path, np.ones((frames, 100), bool)), tracks)
-            runs = {
-                "transcode, YUV straight to x264": lambda: _transcode(clip, os.path.join(folder, "a.mp4"), preset,
-                                                                     False),
-                "transcode via RGB (serial, as the CLI converts)": lambda: _transcode(
-                    clip, os.path.join(folder, "b.mp4"), preset, True),
-                "CLI, nothing drawn (decode, convert, encode alone)": lambda: _overlay_cli(
-                    clip, os.path.join(folder, "c.mp4"), tracks, backend, preset, "--no-lines", "--no-boxes",
-                    "--decoder", "cpu", *x264),
-                f"CLI overlay, track file, 100 points, {backend}": lambda: _overlay_cli(
-                    clip, os.path.join(folder, "d.mp4"), tracks, backend, preset, "--decoder", "cpu", *x264),
-            }
-            if backend == "gpu" and probe_nvdec()[0]:
-                runs[f"CLI overlay, track file, 100 points, {backend}, NVDEC decode"] = lambda: _overlay_cli(
-                    clip, os.path.join(folder, "e.mp4"), tracks, backend, preset, "--decoder", "nvdec", *x264)
+            runs = video_runs(clip, tracks, folder, preset, backends)
+            if "gpu" in backends and probe_nvdec()[0]:
+                runs["CLI, track file (100 points), gpu, NVDEC decode"] = lambda: _overlay_cli(
+                    clip, os.path.join(folder, "out.mp4"), preset, "gpu", "--tracks", tracks, "--decoder", "nvdec")
             for name, run in runs.items():
                 start = time.perf_counter()
                 run()
-                results[f"{size} {name}"] = frames / (time.perf_counter() - start)
+                results.setdefault(name, {})[size] = frames / (time.perf_counter() - start)
     return results
+
+
+def print_video_table(title: str, rates: dict) -> None:
+    """fps per run and size, and each run's time per frame against the best plain transcode's (x best)."""
+    sizes = list(next(iter(rates.values())))
+    best = {size: max(fps[size] for name, fps in rates.items() if name.startswith(PLAIN)) for size in sizes}
+    width = max(len(name) for name in rates)
+    print(title)
+    print(f"  {'run':<{width}}" + "".join(f"  {size + ' fps':>14}  {'x best':>6}" for size in sizes))
+    for name, by_size in rates.items():
+        cells = "".join(f"  {by_size[size]:14.1f}  {best[size] / by_size[size]:6.2f}" for size in sizes)
+        print(f"  {name:<{width}}{cells}")
 
 
 def bench_faiss(points, repeat: int, count: int) -> dict:
@@ -601,14 +646,6 @@ def print_table(title: str, stages: dict, unit: str = "median ms (per frame)") -
         print(f"  {stage:<{width}}  {shown}")
 
 
-def print_rates(title: str, rates: dict) -> None:
-    width = max(len(name) for name in rates)
-    print(title)
-    print(f"  {'run':<{width}}  frames/s")
-    for name, value in rates.items():
-        print(f"  {name:<{width}}  {value:8.1f}")
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
@@ -625,12 +662,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     backend = select_backend(args.backend).selected
     if args.scene == "video":
-        rates = bench_video(backend, args.video_frames, args.preset, (args.size and "x".join(map(str, args.size)),)
-                            if args.size else ("1920x1080", "3840x2160"))
-        print_rates(f"scene video | backend {backend} | {args.video_frames} frames | x264 {args.preset}", rates)
+        backends = ["cpu", "gpu"] if backend == "gpu" else ["cpu"]
+        sizes = ("x".join(map(str, args.size)),) if args.size else ("1920x1080", "3840x2160")
+        rates = bench_video(backends, args.video_frames, args.preset, sizes)
+        print_video_table(f"scene video | {os.cpu_count()} CPU cores | backends {', '.join(backends)} | "
+                          f"{args.video_frames} frames | x264 {args.preset} crf 18", rates)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:
-                json.dump({"scene": "video", "backend": backend, "frames": args.video_frames,
+                json.dump({"scene": "video", "backends": backends, "frames": args.video_frames,
                            "preset": args.preset, "fps": rates}, handle, indent=2)
         return 0
     size = None

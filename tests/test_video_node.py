@@ -247,11 +247,18 @@ class FailingRenderer:
     def __init__(self, renderer, error, fail_at):
         self.renderer, self.error, self.fail_at, self.calls = renderer, error, fail_at, 0
 
-    def render(self, frame, display_list, out=None, glow=None):
+    def _count(self):
         if self.calls == self.fail_at:
             raise self.error
         self.calls += 1
+
+    def render(self, frame, display_list, out=None, glow=None):
+        self._count()
         return self.renderer.render(frame, display_list, out, glow)
+
+    def rasterize(self, display_list, height, width):  # what the video path asks for when it draws in YUV
+        self._count()
+        return self.renderer.rasterize(display_list, height, width)
 
 
 def demo_points():

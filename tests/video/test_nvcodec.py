@@ -186,7 +186,7 @@ def test_frames_are_copied_out_of_the_decoders_buffers(fake, clip):
         assert np.array_equal(item.luma, nv12[:48])
         assert np.array_equal(item.chroma, nv12[48:].reshape(24, 32, 2))
         assert (item.index, item.time) == (reference.index, reference.time)
-        assert (item.matrix, item.full_range) == ("itu601", False)  # untagged, under 720 lines
+        assert (item.matrix, item.full_range) == ("smpte170m", False)  # untagged, under 720 lines: BT.601 (SMPTE 170M)
     assert [call[1] for call in fake.calls if call[0] == "get_batch_frames"] == [3, 3, 3, 1]
 
 

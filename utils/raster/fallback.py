@@ -34,22 +34,32 @@ class FallbackRenderer:
         """``gpu`` while the GPU renders, ``cpu`` after a fallback."""
         return "cpu" if self._cpu is not None else "gpu"
 
+    def _on_gpu(self, function) -> tuple:
+        """(True, ``function(gpu)``) while the GPU renders; (False, None) once on the CPU or when it fails now."""
+        if self._cpu is not None:
+            return False, None
+        try:
+            return True, function(self._gpu)
+        except Exception as error:  # CuPy/CUDA errors have no common base class
+            if _is_out_of_memory(error):
+                _free_gpu_pool()
+                try:
+                    return True, function(self._gpu)
+                except Exception as retry_error:
+                    error = retry_error
+            LOGGER.warning("GPU rendering failed (%s: %s); continuing on the CPU", type(error).__name__, error)
+            self._gpu.close()
+            self._cpu = self._cpu_factory()
+            return False, None
+
     def _call(self, method: str, *args, **kwargs):
-        if self._cpu is None:
-            try:
-                return getattr(self._gpu, method)(*args, **kwargs)
-            except Exception as error:  # CuPy/CUDA errors have no common base class
-                if _is_out_of_memory(error):
-                    _free_gpu_pool()
-                    try:
-                        return getattr(self._gpu, method)(*args, **kwargs)
-                    except Exception as retry_error:
-                        error = retry_error
-                LOGGER.warning("GPU rendering failed (%s: %s); continuing on the CPU",
-                               type(error).__name__, error)
-                self._gpu.close()
-                self._cpu = self._cpu_factory()
-        return getattr(self._cpu, method)(*args, **kwargs)
+        done, result = self._on_gpu(lambda gpu: getattr(gpu, method)(*args, **kwargs))
+        return result if done else getattr(self._cpu, method)(*args, **kwargs)
+
+    def on_gpu(self, function):
+        """``function(gpu_renderer)`` under the same fallback rules, for work that keeps its results on the GPU;
+        None once rendering is on the CPU (the caller then takes the CPU path)."""
+        return self._on_gpu(function)[1]
 
     def render(self, frame, display_list, out=None, glow=None):
         """See :meth:`CpuRenderer.render`."""

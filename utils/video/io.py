@@ -10,6 +10,8 @@ from the output's extension (:mod:`.formats`), copies the input's audio
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,10 +22,12 @@ import av
 import cv2
 import numpy as np
 
+from ..core.arrays import to_numpy
 from ..core.checks import Range
 from ..core.log import LOGGER
 from . import paths
 from .formats import OutputFormat, choose_format
+from .yuv import PLANAR_FORMATS, YuvPlanes, is_full_range, matrix_tag, planes_from_frame, yuv_coefficients
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 _VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-used per x264 preset
@@ -42,7 +46,8 @@ class VideoInfo:
     frames to show them upright. ``frame_count`` is the container's count
     (``counted``) or an estimate from duration x fps (0 when neither is known);
     ``fps`` is the average rate, 0 when unknown. ``audio`` names the first audio
-    stream's codec, or is None; ``time_base`` is the unit of the frames' timestamps.
+    stream's codec, or is None; ``time_base`` is the unit of the frames' timestamps. ``pix_fmt`` is the
+    first frame's decoded pixel format (None if no frame decodes).
     """
 
     width: int
@@ -53,6 +58,12 @@ class VideoInfo:
     counted: bool = True
     audio: str | None = None
     time_base: Fraction | None = None
+    pix_fmt: str | None = None
+
+    @property
+    def planar(self) -> bool:
+        """Whether the frames decode to 8-bit 4:2:0 YUV of an even size (composited as they are)."""
+        return self.pix_fmt in PLANAR_FORMATS and not self.width % 2 and not self.height % 2
 
 
 def _open_video(path) -> tuple:
@@ -80,14 +91,14 @@ def _open_video(path) -> tuple:
     return container, stream
 
 
-def _display_rotation(stream) -> int:
-    """Counter-clockwise degrees (0, 90, 180, 270) that show ``stream``'s frames upright, from its first frame."""
+def _first_frame(stream):
+    """``stream``'s first decoded frame, or None."""
     try:
         for frame in stream.container.decode(stream):
-            return _quarter_turns(frame.rotation) * 90
+            return frame
     except av.error.FFmpegError:
         pass
-    return 0
+    return None
 
 
 def _quarter_turns(rotation) -> int:
@@ -99,40 +110,50 @@ def _quarter_turns(rotation) -> int:
     return turns % 4
 
 
+def _video_info(container, stream, first) -> VideoInfo:
+    """What ``container`` says of ``stream``, with rotation and pixel format from its ``first`` frame (or None)."""
+    fps = stream.average_rate or stream.guessed_rate or Fraction(0)
+    count, counted = stream.frames, True
+    if not count and fps:
+        counted = False
+        if stream.duration is not None and stream.time_base is not None:
+            seconds = stream.duration * stream.time_base
+        else:
+            seconds = (container.duration or 0) / av.time_base
+        count = round(seconds * fps)
+    audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
+    rotation = 0 if first is None else _quarter_turns(first.rotation) * 90
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if rotation % 180:
+        width, height = height, width
+    time_base = Fraction(stream.time_base) if stream.time_base else None
+    return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base,
+                     None if first is None else first.format.name)
+
+
 def probe_video(path) -> VideoInfo:
     """Size (upright), frame rate, (estimated) frame count, rotation and audio of a video file."""
     container, stream = _open_video(path)
     with container:
-        fps = stream.average_rate or stream.guessed_rate or Fraction(0)
-        count, counted = stream.frames, True
-        if not count and fps:
-            counted = False
-            if stream.duration is not None and stream.time_base is not None:
-                seconds = stream.duration * stream.time_base
-            else:
-                seconds = (container.duration or 0) / av.time_base
-            count = round(seconds * fps)
-        audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
-        rotation = _display_rotation(stream)
-        width, height = stream.codec_context.width, stream.codec_context.height
-        if rotation % 180:
-            width, height = height, width
-        time_base = Fraction(stream.time_base) if stream.time_base else None
-        return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base)
+        return _video_info(container, stream, _first_frame(stream))
 
 
 class DecodedFrame(NamedTuple):
-    """One upright uint8 RGB frame [H, W, 3], its index in the video and its time in seconds (None if unknown)."""
+    """One upright frame: uint8 RGB [H, W, 3] (``image``) and/or its YUV planes (``planes``; None unless
+    asked for), its index in the video and its time in seconds (None if unknown)."""
 
-    image: np.ndarray
+    image: np.ndarray | None
     index: int
     time: Fraction | None
+    planes: YuvPlanes | None = None
+
+
+_SWSCALE_MATRIX = {1: "itu709", 5: "itu601", 6: "smpte170m", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 
 
 def source_matrix(frame) -> str:
     """The YUV->RGB matrix of ``frame``: its tag, else BT.709 from 720 lines up and BT.601 below (as players do)."""
-    tagged = {1: "itu709", 5: "itu601", 6: "smpte170m", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
-    return tagged.get(frame.colorspace, "itu709" if frame.height >= 720 else "itu601")
+    return _SWSCALE_MATRIX[matrix_tag(frame.colorspace, frame.height)]
 
 
 def frame_to_rgb(frame) -> np.ndarray:
@@ -141,7 +162,7 @@ def frame_to_rgb(frame) -> np.ndarray:
         image = frame.to_ndarray(format="rgb24")
     else:
         image = frame.to_ndarray(format="rgb24", src_colorspace=source_matrix(frame),
-                                 src_color_range="JPEG" if frame.color_range == 2 else "MPEG")
+                                 src_color_range="JPEG" if is_full_range(frame) else "MPEG")
     turns = _quarter_turns(frame.rotation)
     return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
 
@@ -196,8 +217,12 @@ def _seek(container, stream, start: int) -> int | None:
     return target
 
 
-def _decode(container, stream, path: str, start: int, stats: DecodeStats) -> Iterator[DecodedFrame]:
-    """Decoded frames from ``start`` on; bad packets or frames are logged, counted and skipped."""
+def _rgb_only(frame) -> tuple:
+    return frame_to_rgb(frame), None
+
+
+def _raw_frames(container, stream, path: str, start: int, stats: DecodeStats) -> Iterator:
+    """FFmpeg's decoded frames from ``start`` on; bad packets are logged, counted and skipped."""
     target = _seek(container, stream, start)
     to_skip = start if target is None else 0
     packets = container.demux(stream)
@@ -222,33 +247,59 @@ def _decode(container, stream, path: str, start: int, stats: DecodeStats) -> Ite
             if to_skip:
                 to_skip -= 1
                 continue
-            try:
-                image = frame_to_rgb(frame)
-            except (av.error.FFmpegError, ValueError) as error:
-                LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, start + stats.position,
-                               error)
-                stats.failed += 1
-                continue
-            yield DecodedFrame(image, start + stats.position, _frame_time(frame))
-            stats.read += 1
+            yield frame
+
+
+def _decode(container, stream, path: str, start: int, stats: DecodeStats, convert=_rgb_only,
+            frames: Iterator | None = None) -> Iterator[DecodedFrame]:
+    """Decoded frames from ``start`` on (``frames``: FFmpeg's, if already begun), ``convert(frame)`` giving
+    (image, planes); bad packets or frames are logged, counted and skipped."""
+    for frame in _raw_frames(container, stream, path, start, stats) if frames is None else frames:
+        try:
+            image, planes = convert(frame)
+        except (av.error.FFmpegError, ValueError) as error:
+            LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, start + stats.position, error)
+            stats.failed += 1
+            continue
+        yield DecodedFrame(image, start + stats.position, _frame_time(frame), planes)
+        stats.read += 1
 
 
 class VideoFrames:
     """Decoded frames of one file, in presentation order; owns the open file (see :func:`iter_video_frames`).
 
     Iterating yields upright uint8 RGB images; :meth:`timed` yields
-    :class:`DecodedFrame` (image, index, time) from the same stream. Unlike a
+    :class:`DecodedFrame` (image, index, time, planes) from the same stream:
+    with ``yuv`` each carries host copies of its YUV planes (:mod:`.yuv`),
+    and without ``rgb`` no RGB image (None; then iterate :meth:`timed`). Unlike a
     generator's, :meth:`close` releases the file even before the first frame
     was pulled, and dropping an unfinished iterator closes it at once. ``stats``
     counts frames read and frames that could not be decoded.
     """
 
-    def __init__(self, container, stream, path: str, start: int = 0):
+    def __init__(self, container, stream, path: str, start: int = 0, yuv: bool = False, rgb: bool = True,
+                 begun: tuple | None = None):
         self._container = container
         self.path = path
         self.start = start
-        self.stats = DecodeStats()
-        self._frames = _decode(container, stream, path, start, self.stats)
+        self.stats = DecodeStats() if begun is None else begun[1]
+        self._wanted = {}  # shared with the decoder loop (not self: dropping an unfinished iterator closes it)
+        self.outputs(yuv, rgb)
+        wanted = self._wanted
+
+        def convert(frame) -> tuple:
+            image = frame_to_rgb(frame) if wanted["rgb"] else None
+            return image, (planes_from_frame(frame, _quarter_turns(frame.rotation)) if wanted["yuv"] else None)
+
+        self._frames = _decode(container, stream, path, start, self.stats, convert, begun and begun[0])
+
+    def outputs(self, yuv: bool = False, rgb: bool = True) -> None:
+        """Choose what the frames come with (see the class docstring); before the first frame only."""
+        if not (yuv or rgb):
+            raise ValueError("decoded frames need RGB images, YUV planes or both; ask for at least one")
+        if self.stats.read:
+            raise ValueError("choose what decoded frames come with before the first one is read")
+        self._wanted.update(yuv=yuv, rgb=rgb)
 
     def timed(self) -> Iterator[DecodedFrame]:
         """The remaining frames with their index and time."""
@@ -272,8 +323,9 @@ class VideoFrames:
     __del__ = close  # dropped unfinished: release the file now, as a generator's cleanup would
 
 
-def iter_video_frames(path, start: int = 0) -> VideoFrames:
-    """Decode ``path`` one frame at a time from frame ``start`` on: upright uint8 RGB [H, W, 3] per frame.
+def iter_video_frames(path, start: int = 0, *, yuv: bool = False, rgb: bool = True) -> VideoFrames:
+    """Decode ``path`` one frame at a time from frame ``start`` on: upright uint8 RGB [H, W, 3] per frame
+    (``yuv``: with the YUV planes too; see :class:`VideoFrames`).
 
     The file is opened (and checked) at call time; it is closed when the
     iterator is exhausted or closed (started or not). Seeking is
@@ -284,7 +336,25 @@ def iter_video_frames(path, start: int = 0) -> VideoFrames:
         raise ValueError(f"start frame must be a whole number >= 0, got {start!r}")
     container, stream = _open_video(path)
     stream.thread_type = "AUTO"
-    return VideoFrames(container, stream, os.fspath(path), start)
+    return VideoFrames(container, stream, os.fspath(path), start, yuv, rgb)
+
+
+def open_video(path) -> tuple[VideoInfo, VideoFrames]:
+    """:func:`probe_video` and :func:`iter_video_frames` from frame 0 with one opening of the file: the
+    first frame, decoded for its rotation and pixel format, is the first the frames yield (opening and
+    probing a large file costs about one frame's decoding)."""
+    container, stream = _open_video(path)
+    try:
+        stream.thread_type = "AUTO"
+        stats = DecodeStats()
+        frames = _raw_frames(container, stream, os.fspath(path), 0, stats)
+        first = next(frames, None)
+        info = _video_info(container, stream, first)
+    except BaseException:
+        container.close()
+        raise
+    begun = frames if first is None else itertools.chain([first], frames)
+    return info, VideoFrames(container, stream, os.fspath(path), 0, begun=(begun, stats))
 
 
 def _check_rate(fps) -> Fraction:
@@ -339,8 +409,15 @@ class _Writer:
 
     def _accept(self, frame) -> None:
         self._check_open()
-        _check_frame(frame, self.label, self.frame_count, self.channels)
-        self._accept_size(frame.shape[:2])
+        if isinstance(frame, YuvPlanes):
+            if self.format.pix_fmt != "yuv420p":
+                raise ValueError(f"frame {self.frame_count} for {self.label} is YUV planes, but {self.format.name} "
+                                 "is not written from yuv420p; give uint8 RGB frames")
+            size = (frame.height, frame.width)
+        else:
+            _check_frame(frame, self.label, self.frame_count, self.channels)
+            size = frame.shape[:2]
+        self._accept_size(size)
 
     def _accept_size(self, size: tuple) -> None:
         """Check a frame of ``size`` (H, W) against the first frame's (which sets it)."""
@@ -383,12 +460,15 @@ class VideoWriter(_Writer):
     """Video file writer in the format of ``path``'s extension (:mod:`.formats`); a context manager.
 
     ``write(frame, time)`` takes uint8 RGB [H, W, 3] frames (RGBA [H, W, 4] for
-    the alpha formats of ``layer_only``) and optional times in seconds from the
-    video's start (default ``index / fps``), so variable frame rates are kept.
-    The first frame fixes the size; 4:2:0 H.264/HEVC need even sizes, so odd
-    frames are padded by one edge row/column there. Colours are written as
-    BT.709 (tagged). ``audio`` (an :class:`~.audio.AudioCopy`) adds the
-    input's sound, muxed in step with the frames.
+    the alpha formats of ``layer_only``), or, for the yuv420p formats,
+    :class:`~.yuv.YuvPlanes` encoded as they are, and optional times in
+    seconds from the video's start (default ``index / fps``), so variable
+    frame rates are kept. The first frame fixes the size; 4:2:0 H.264/HEVC
+    need even sizes, so odd RGB frames are padded by one edge row/column
+    there. RGB colours are written as BT.709 (tagged); planes keep their own
+    colour matrix, range, primaries and transfer tags (set by the first
+    frame). ``audio`` (an :class:`~.audio.AudioCopy`) adds the input's sound,
+    muxed in step with the frames.
 
     Nothing is written under ``path`` until :meth:`close` succeeds: frames go to
     a short hidden temporary file beside it, renamed over ``path`` at the end; an
@@ -437,7 +517,7 @@ class VideoWriter(_Writer):
                 options["crf"] = str(crf)
         return options
 
-    def _start(self, height: int, width: int) -> None:
+    def _start(self, height: int, width: int, planes: YuvPlanes | None = None) -> None:
         fmt = self.format
         self._padding = (height % 2, width % 2) if fmt.even else (0, 0)
         if any(self._padding):
@@ -453,18 +533,26 @@ class VideoWriter(_Writer):
             stream.codec_context.codec_tag = fmt.codec_tag
         if fmt.codec == "libvpx-vp9":
             stream.codec_context.thread_count = os.cpu_count() or 1
+        if fmt.codec == "libx264":  # PyAV asks for slice threads; x264's frame threads are much faster
+            stream.codec_context.thread_type = "FRAME"
         if fmt.pix_fmt.startswith("yuv"):
             context = stream.codec_context
             context.colorspace, context.color_range = 1, 1  # BT.709, limited range
             context.color_primaries, context.color_trc = 1, 1
+            if planes is not None:  # the source's own tags, so its colours are read back unchanged
+                context.colorspace, context.color_range = planes.colorspace, 2 if planes.full_range else 1
+                context.color_primaries, context.color_trc = planes.primaries, planes.transfer
         if fmt.codec == "gif":
             self._palette = _GifPalette(stream.width, stream.height, self._time_base)
         self._stream = stream
         if self._audio is not None:
             self._audio.attach(self._container, fmt, self._origin)
 
-    def _video_frame(self, frame: np.ndarray):
-        """``frame`` as the encoder's pixel format; the caller's array is not kept once this returns."""
+    def _video_frame(self, frame):
+        """``frame`` as the encoder's pixel format; the caller's array is not kept once this returns
+        (planes excepted: they are wrapped without a copy and kept until the encoder lets go)."""
+        if isinstance(frame, YuvPlanes):
+            return _planes_frame(frame)
         if any(self._padding):
             frame = self._pad(frame)
         layout = "rgba" if self.format.alpha else "rgb24"
@@ -490,13 +578,14 @@ class VideoWriter(_Writer):
         padded[height:] = padded[height - 1:height]
         return padded
 
-    def write(self, frame: np.ndarray, time: Fraction | float | None = None) -> None:
-        """Append one frame shown at ``time`` seconds on the source's clock (default: frame index / fps).
+    def write(self, frame, time: Fraction | float | None = None) -> None:
+        """Append one frame (RGB array or :class:`~.yuv.YuvPlanes`) shown at ``time`` seconds on the source's
+        clock (default: frame index / fps).
 
         The first frame's time is the video's start (time 0), also for the audio.
         """
         self._accept(frame)
-        self._append(frame.shape[:2], time, lambda: self._video_frame(frame))
+        self._append(self._size, time, lambda: self._video_frame(frame), frame if isinstance(frame, YuvPlanes) else None)
 
     def takes_planes(self, height: int, width: int) -> bool:
         """Whether :meth:`write_planes` takes frames of this size (I420 outputs, rows that pack, no padding)."""
@@ -519,11 +608,12 @@ class VideoWriter(_Writer):
         self._accept_size(size)
         self._append(size, time, lambda: av.VideoFrame.from_numpy_buffer(planes, format="yuv420p"))
 
-    def _append(self, size: tuple, time, picture) -> None:
-        """Time and encode one frame of ``size`` (H, W); ``picture()`` makes what :meth:`_encode` takes."""
+    def _append(self, size: tuple, time, picture, planes: YuvPlanes | None = None) -> None:
+        """Time and encode one frame of ``size`` (H, W); ``picture()`` makes what :meth:`_encode` takes
+        (the first frame's ``planes``, if it is given as planes, set the output's colour tags)."""
         if self._stream is None:
             self._origin = Fraction(0) if time is None else Fraction(time)
-            self._start(*size)
+            self._start(*size, planes)
         seconds = Fraction(self.frame_count) / self._rate if time is None else Fraction(time) - self._origin
         pts = max(round(seconds / self._time_base), self._last_pts + 1)
         self._last_pts = pts
@@ -569,24 +659,35 @@ class VideoWriter(_Writer):
             LOGGER.debug("%s: closing an aborted video failed: %s", self.output.given, error)
 
 
-LUMA_WEIGHTS = {"itu709": (0.2126, 0.0722), "itu601": (0.299, 0.114), "smpte170m": (0.299, 0.114),
-                "smpte240m": (0.212, 0.087), "bt2020": (0.2627, 0.0593)}
-"""Red and blue luma weights of each YUV matrix, by the names :func:`frame_to_rgb` gives them."""
+@functools.cache
+def _wraps_planes() -> bool:
+    """Whether this PyAV wraps yuv420p planes held elsewhere (``VideoFrame.from_dlpack``, PyAV 17+)."""
+    try:
+        av.VideoFrame.from_dlpack([np.zeros((2, 2), np.uint8)] + [np.zeros((1, 1), np.uint8)] * 2, format="yuv420p")
+    except (AttributeError, NotImplementedError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _planes_frame(planes: YuvPlanes):
+    """A yuv420p ``av.VideoFrame`` of host copies of ``planes``: wrapped as they are where PyAV can (FFmpeg
+    keeps them alive until the encoder, which copies the picture, lets go), else copied into FFmpeg's own."""
+    arrays = [np.ascontiguousarray(to_numpy(plane)) for plane in (planes.y, planes.u, planes.v)]
+    if _wraps_planes():
+        return av.VideoFrame.from_dlpack(arrays, format="yuv420p")
+    image = av.VideoFrame(planes.width, planes.height, "yuv420p")
+    for array, plane in zip(arrays, image.planes):
+        rows, width = array.shape
+        np.frombuffer(plane, np.uint8).reshape(rows, -1)[:, :width] = array
+    return image
 
 
 def yuv_rows(matrix: str = "itu709", full_range: bool = False) -> np.ndarray:
-    """float32 [3, 4]: RGB (0..255) -> Y, Cb, Cr (rows) of ``matrix``, with the offsets in column 3.
-
-    Limited range (Y 16..235, chroma 16..240) unless ``full_range`` (0..255).
-    """
-    red, blue = LUMA_WEIGHTS[matrix]
-    green = 1.0 - red - blue
-    rows = np.array([[red, green, blue],
-                     [-red / (2 * (1 - blue)), -green / (2 * (1 - blue)), 0.5],
-                     [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]])
-    if not full_range:
-        rows *= np.array([[219.0], [224.0], [224.0]]) / 255.0
-    return np.hstack([rows, [[0.0 if full_range else 16.0], [128.0], [128.0]]]).astype(np.float32)
+    """float32 [3, 4]: RGB (0..255) -> Y, Cb, Cr (rows) of ``matrix`` (a name :func:`source_matrix` gives),
+    with the offsets in column 3; limited range (Y 16..235, chroma 16..240) unless ``full_range``."""
+    tag = next(tag for tag, name in _SWSCALE_MATRIX.items() if name == matrix)
+    rows, offset = yuv_coefficients(tag, full_range)
+    return np.hstack([rows / 255.0, offset[:, None]]).astype(np.float32)
 
 
 class Bt709Converter:

@@ -526,7 +526,7 @@ class NvencWriter(VideoWriter):
                              f"{getattr(frame, 'dtype', type(frame).__name__)} {list(shape)}")
         self._append(shape[:2], time, lambda: frame)
 
-    def _start(self, height: int, width: int) -> None:
+    def _start(self, height: int, width: int, planes=None) -> None:
         self._stream = self._container.add_mux_stream(self._codec, rate=self._rate, width=width, height=height,
                                                       time_base=self._time_base)
         if self._audio is not None:

@@ -9,7 +9,10 @@ Each stage keeps only what the next frame needs (the detector's live points,
 the previous frame's edges). Decoding and encoding run on their own threads
 (:mod:`.pipeline`) with bounded queues, drawing in the caller's thread into a
 small ring of reused frame buffers, so an hour of video streams through like
-a second of it.
+a second of it. An 8-bit 4:2:0 video going to a yuv420p format never becomes
+RGB: the overlay is rasterised in the caller's thread and composited over the
+decoder's YUV planes by the encoding thread (:mod:`.yuv`); RGB images are
+then made only for a detector.
 
 Frame ranges (``start_frame``/``end_frame``) render part of a shot so parts
 made on several machines join without a seam, equal to the whole render bit
@@ -55,11 +58,13 @@ from ..tracks.detect import TrackDetector
 from . import paths
 from .audio import AudioCopy
 from .budget import Budget
-from .io import DecodedFrame, PngSequenceWriter, probe_video
+from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video, probe_video
 from .nvcodec import FrameHandOver, open_frames, open_video_writer, place_frame
 from .pipeline import Pipeline
+from .yuv import composite_planes, planes_layer
 
 QUEUE_DEPTH = 2
+_YUV_COMPOSITE = True  # False draws every video in RGB (the reference the YUV path is tested against)
 
 
 @dataclass(frozen=True)
@@ -427,10 +432,13 @@ class FrameSource:
     ``frame_count`` is the (possibly estimated, ``counted`` False) length, 0
     when unknown; ``clip`` is the demo generator behind a demo or canvas
     source; ``path`` the video file behind a video source (it is protected
-    from being overwritten, and its audio can be kept). ``decoder`` says who
-    decodes a video: ``"cpu"`` (PyAV) or ``"nvdec"`` (NVDEC, into GPU memory,
-    where the file allows: :func:`.nvcodec.open_frames`); set it before
-    :meth:`timed` to change it.
+    from being overwritten, and its audio can be kept); ``planar`` says the
+    video decodes to even-sized 8-bit 4:2:0 YUV, which can be drawn on as it
+    is (see :mod:`.yuv`); ``audio`` is False when the video is known to have no
+    sound (then it is not opened again to look).
+    ``decoder`` says who decodes a video: ``"cpu"`` (PyAV) or ``"nvdec"`` (NVDEC,
+    into GPU memory, where the file allows: :func:`.nvcodec.open_frames`); set
+    it before :meth:`timed` to change it.
     """
 
     frames: Iterable[np.ndarray]
@@ -443,17 +451,25 @@ class FrameSource:
     counted: bool = True
     canvas: bool = False
     time_base: Fraction | None = None
+    planar: bool = False
+    audio: bool = True
     decoder: str = "cpu"
     _opened_by: str = field(default="cpu", init=False, repr=False)  # the decoder of the open ``frames``
 
     @classmethod
     def from_video(cls, path, decoder: str = "cpu") -> "FrameSource":
         """Decode a video file lazily (checked now: a missing or unreadable file raises)."""
-        info = probe_video(path)
+        if decoder == "cpu":
+            info, frames = open_video(path)
+        else:
+            info, frames = probe_video(path), None
         if not info.fps:
+            if frames is not None:
+                frames.close()
             raise ValueError(f"{os.fspath(path)} does not state its frame rate; re-encode it with a fixed fps")
-        source = cls(open_frames(path, 0, decoder), info.width, info.height, info.fps, info.frame_count,
-                     path=os.fspath(path), counted=info.counted, time_base=info.time_base, decoder=decoder)
+        source = cls(open_frames(path, 0, decoder) if frames is None else frames, info.width, info.height, info.fps,
+                     info.frame_count, path=os.fspath(path), counted=info.counted, time_base=info.time_base,
+                     planar=info.planar, audio=info.audio is not None, decoder=decoder)
         source._opened_by = decoder
         return source
 
@@ -464,15 +480,25 @@ class FrameSource:
         fps = Fraction(clip.fps).limit_denominator(1_000_000)
         return cls(frames, clip.width, clip.height, fps, clip.frame_count, clip, canvas=canvas)
 
-    def timed(self, start: int = 0) -> Iterator[DecodedFrame]:
-        """Frames from index ``start`` on with their index and time (videos seek; others skip)."""
+    def timed(self, start: int = 0, yuv: bool = False, rgb: bool = True) -> Iterator[DecodedFrame]:
+        """Frames from index ``start`` on with their index and time (videos seek; others skip).
+
+        ``yuv`` (a ``planar`` video only) adds each frame's YUV planes; without
+        ``rgb`` a video's frames come without their RGB image.
+        """
         if self.path is not None:
             stats = getattr(self.frames, "stats", None)
-            if not (start == 0 and self._opened_by == self.decoder and stats is not None and stats.read == 0):
+            fresh = start == 0 and self._opened_by == self.decoder and stats is not None and stats.read == 0
+            if fresh and isinstance(self.frames, VideoFrames):
+                self.frames.outputs(yuv, rgb)
+            elif not fresh:
                 self.close()
-                self.frames = open_frames(self.path, start, self.decoder)
+                self.frames = (iter_video_frames(self.path, start, yuv=yuv, rgb=rgb) if self.decoder == "cpu"
+                               else open_frames(self.path, start, self.decoder))
                 self._opened_by = self.decoder
             return self.frames.timed()
+        if yuv:
+            raise ValueError("only a video file's frames come as YUV planes")
         skip = start
         if self.clip is not None and start:
             if start >= self.clip.frame_count:
@@ -557,7 +583,7 @@ def _open_outputs(output, png_dir, source: FrameSource, inputs, layer_only: bool
                 raise ValueError(f"encoder 'nvenc' writes .mp4/.mov video, and {os.fspath(output)} is a PNG folder")
             writers.append(PngSequenceWriter(output, layer_only=layer_only, inputs=protect, what="output"))
         else:
-            sound = AudioCopy(source.path) if audio and source.path is not None else None
+            sound = AudioCopy(source.path) if audio and source.audio and source.path is not None else None
             try:
                 writers.append(open_video_writer(output, encoder, source.width, source.height, fps=source.fps,
                                                  crf=crf, preset=preset, layer_only=layer_only, codec=codec,
@@ -670,12 +696,24 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
     return count
 
 
+def _stays_in_yuv(source: FrameSource, writers: list, layer_only: bool, spec: OverlaySpec) -> bool:
+    """Whether frames go from decoder to encoder in their own YUV: a planar video decoded by PyAV into one
+    yuv420p video encoded by x264 or libvpx, without glow (PNGs, layers, GIFs, odd sizes, other pixel
+    formats, NVDEC's frames and NVENC's input on the GPU, and glow are drawn in RGB)."""
+    return (_YUV_COMPOSITE and source.planar and source.decoder == "cpu" and not spec.glow.enabled
+            and not layer_only and len(writers) == 1
+            and isinstance(writers[0], VideoWriter) and not getattr(writers[0], "device_input", False)
+            and writers[0].format.pix_fmt == "yuv420p")
+
+
 def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress) -> int:
     builder = OverlayBuilder(spec, budget, (source.width, source.height))
     first = range_.start
     if points.needs_frames:
         first = 0 if points.warmup is None else max(0, range_.start - points.warmup)
-    frames = source.timed(first)
+    planar = _stays_in_yuv(source, writers, layer_only, spec)
+    # in YUV, RGB images are made only for a detector (drawing and encoding use the planes)
+    frames = source.timed(first, yuv=True, rgb=points.needs_frames) if planar else source.timed(first)
     if range_.stop is not None and not points.needs_frames:
         frames = itertools.takewhile(lambda item: item.index < range_.stop, frames)
     pairs = _warm_up(_paired(frames, points), points, builder, range_)
@@ -691,13 +729,18 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
 
     def draw(pair: tuple[DecodedFrame, FramePoints]):
         item, frame_points = pair
-        image = item.image if layer_only else place_frame(item.image, renderer, device_writer)
+        image, planes = item.image, item.planes
+        if not (planar or layer_only):
+            image = place_frame(image, renderer, device_writer)
         last[0] = item.index
+        shape = (planes.height, planes.width) if planar else image.shape[:2]
         if not size:
-            size.extend(image.shape[:2])
-        elif image.shape[:2] != tuple(size):
-            raise ValueError(f"frame {item.index} is {image.shape[1]}x{image.shape[0]} but earlier frames are "
+            size.extend(shape)
+        elif shape != tuple(size):
+            raise ValueError(f"frame {item.index} is {shape[1]}x{shape[0]} but earlier frames are "
                              f"{size[1]}x{size[0]}; all frames must have one size")
+        if planar:  # rasterised here, composited over the decoder's copy of the planes by the encoding thread
+            return item.index, item.time, planes, planes_layer(renderer, builder(frame_points, item.index), planes)
         xp = np if layer_only else array_module(image)
         buffer = spare.get_nowait()
         if buffer is None or array_module(buffer) is not xp:
@@ -712,9 +755,13 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
         return item.index, item.time, drawn
 
     def write(result) -> None:
-        index, time, frame = result
-        hand_over(frame, index, time)
-        spare.put(frame)
+        index, time, frame = result[:3]
+        if planar:  # here, so the next frame's rasterising overlaps this one's compositing
+            composite_planes(frame, result[3])
+            writers[0].write(frame, time)
+        else:
+            hand_over(frame, index, time)
+            spare.put(frame)
 
     count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress)
     if count == 0:

@@ -1,0 +1,398 @@
+"""The overlay composited in the video's own YUV: the formula, who owns the planes, colour tags, and the
+YUV path against the RGB path it replaces for 8-bit 4:2:0 video."""
+
+import logging
+
+import av
+import numpy as np
+import pytest
+from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
+from trackoverlay.utils.graph.neighbours import GraphParams
+from trackoverlay.utils.tracks.contract import Tracks
+from trackoverlay.utils.tracks.detect import TrackDetector
+from trackoverlay.utils.video import io as video_io
+from trackoverlay.utils.video import stream
+from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video
+from trackoverlay.utils.video.stream import (
+    DetectedPoints,
+    FrameSource,
+    OverlaySpec,
+    TrackPoints,
+    render_video,
+)
+from trackoverlay.utils.video.yuv import (
+    YuvPlanes,
+    composite_planes,
+    overlay_planes,
+    planar_layer,
+    planes_from_frame,
+    yuv_coefficients,
+)
+from video_clips import make_video
+
+SPEC = OverlaySpec(GraphParams(k=2), LineStyle(width=2.0, color="#E08050", curve="straight"),
+                   BoxStyle(size=14, stroke_width=2.0, fill_opacity=0.3, color="#50C090"))
+
+
+def flat_planes(height=8, width=8, luma=100, u=128, v=128, **tags) -> YuvPlanes:
+    return YuvPlanes(np.full((height, width), luma, np.uint8), np.full((height // 2, width // 2), u, np.uint8),
+                     np.full((height // 2, width // 2), v, np.uint8), **tags)
+
+
+def layer(pixels, rgb, alpha):
+    """Sparse-layer fields: flat pixels, premultiplied colour [3, M] and alpha [M]."""
+    alpha = np.asarray(alpha, np.float32)
+    return np.asarray(pixels, np.int64), (np.asarray(rgb, np.float32).T * alpha).astype(np.float32), alpha
+
+
+def over(planes, pixels, rgb, alpha) -> None:
+    """Composite straight colours ``rgb`` [M, 3] with ``alpha`` at flat ``pixels`` over ``planes``."""
+    composite_planes(planes, planar_layer(*layer(pixels, rgb, alpha), planes))
+
+
+def decoded_planes(path) -> list:
+    """Every frame's (Y, U, V) planes as int arrays."""
+    with av.open(str(path)) as container:
+        frames = list(container.decode(video=0))
+    return [tuple(np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width].astype(int)
+                  for p in frame.planes) for frame in frames]
+
+
+def render_both(source_path, tracks, tmp_path, renderer, spec=SPEC, points=None) -> dict:
+    """The clip rendered losslessly through the YUV path and through the RGB path: {"yuv": out, "rgb": out}."""
+    outputs = {}
+    for path_name, yuv in (("yuv", True), ("rgb", False)):
+        stream._YUV_COMPOSITE = yuv
+        try:
+            output = tmp_path / f"{path_name}.mp4"
+            render_video(FrameSource.from_video(source_path), points() if points else TrackPoints(tracks), spec,
+                         renderer, output, crf=0, preset="ultrafast")
+            outputs[path_name] = output
+        finally:
+            stream._YUV_COMPOSITE = True
+    return outputs
+
+
+def random_tracks(frames, count, width, height, seed=0, region=1.0) -> Tracks:
+    rng = np.random.default_rng(seed)
+    path = (rng.random((frames, count, 2)) * [width * region, height]).astype(np.float32)
+    return Tracks(path, np.ones((frames, count), bool))
+
+
+def smooth_clip(path, frames=4, width=160, height=96, colorspace=1, full_range=False):
+    """A smooth, in-gamut clip written from planes with the given colour tags (losslessly)."""
+    y, x = np.mgrid[0:height, 0:width]
+    with VideoWriter(path, fps=25, crf=0, preset="ultrafast") as writer:
+        for index in range(frames):
+            luma = (60 + 0.5 * x + 0.4 * y + 2 * index).astype(np.uint8)
+            u = np.full((height // 2, width // 2), 118, np.uint8) + (x[::2, ::2] // 16).astype(np.uint8)
+            v = np.full((height // 2, width // 2), 136, np.uint8) - (y[::2, ::2] // 16).astype(np.uint8)
+            writer.write(YuvPlanes(luma, u, v, colorspace=colorspace, full_range=full_range))
+    return path
+
+
+# ------------------------------------------------------------------ the formula
+
+
+@pytest.mark.parametrize("full_range, white", [(False, 235), (True, 255)])
+def test_opaque_white_gives_peak_luma_and_chroma_takes_the_block_mean(full_range, white):
+    planes = flat_planes(luma=100, u=100, v=160, full_range=full_range)
+    over(planes, [2 * 8 + 3], [(1.0, 1.0, 1.0)], [1.0])
+    expected = np.full((8, 8), 100)
+    expected[2, 3] = white
+    np.testing.assert_array_equal(planes.y, expected)
+    # one opaque white pixel of four: (1 - 1/4) * U + 1/4 * 128
+    assert (planes.u[1, 1], planes.v[1, 1]) == (round(0.75 * 100 + 32), round(0.75 * 160 + 32))
+    assert (planes.u != 100).sum() == 1 and (planes.v != 160).sum() == 1
+
+
+def test_half_alpha_gives_the_midpoint():
+    planes = flat_planes(luma=101, u=90, v=200)
+    block = [0, 1, 8, 9]  # the four pixels of chroma block (0, 0)
+    over(planes, block, [(1.0, 1.0, 1.0)] * 4, [0.5] * 4)
+    assert planes.y[0, 0] == (101 + 235) // 2 and planes.y[1, 1] == 168
+    assert (planes.u[0, 0], planes.v[0, 0]) == ((90 + 128) // 2, (200 + 128) // 2)
+
+
+def test_zero_alpha_leaves_the_planes_bit_identical_and_inputs_untouched():
+    rng = np.random.default_rng(4)
+    planes = YuvPlanes(rng.integers(0, 256, (16, 16), dtype=np.uint8), rng.integers(0, 256, (8, 8), dtype=np.uint8),
+                       rng.integers(0, 256, (8, 8), dtype=np.uint8))
+    before = [plane.copy() for plane in (planes.y, planes.u, planes.v)]
+    pixels, color, alpha = layer(np.arange(0, 256, 3), rng.random((86, 3)), np.zeros(86))
+    given = [pixels.copy(), color.copy(), alpha.copy()]
+    composite_planes(planes, planar_layer(pixels, color, alpha, planes))
+    for plane, old in zip((planes.y, planes.u, planes.v), before):
+        np.testing.assert_array_equal(plane, old)
+    for array, old in zip((pixels, color, alpha), given):
+        np.testing.assert_array_equal(array, old)
+
+
+@pytest.mark.parametrize("colorspace, matrix, full_range", [(1, "itu709", False), (6, "smpte170m", False),
+                                                            (5, "itu601", True)])
+def test_opaque_colours_match_ffmpegs_own_conversion(colorspace, matrix, full_range):
+    """An opaque layer over every pixel gives what FFmpeg's RGB -> YUV gives for that colour (within 1 level)."""
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (200, 50, 30), (90, 160, 220), (255, 255, 255), (0, 0, 0)]
+    for colour in colours:
+        planes = flat_planes(16, 16, luma=40, u=70, v=180, colorspace=colorspace, full_range=full_range)
+        over(planes, np.arange(256), [np.array(colour) / 255.0] * 256, np.ones(256))
+        reference = av.VideoFrame.from_ndarray(np.full((16, 16, 3), colour, np.uint8), format="rgb24").reformat(
+            format="yuv420p", dst_colorspace=matrix, dst_color_range="JPEG" if full_range else "MPEG")
+        for plane, ours in zip(reference.planes, (planes.y, planes.u, planes.v)):
+            theirs = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)[:, :plane.width]
+            assert np.abs(ours.astype(int) - theirs).max() <= 1, (colour, matrix)
+
+
+def test_coefficients_map_white_and_black_to_the_range_ends():
+    for full_range, (black, white) in ((False, (16, 235)), (True, (0, 255))):
+        matrix, offset = yuv_coefficients(1, full_range)
+        np.testing.assert_allclose(matrix @ np.ones(3) + offset, [white, 128, 128], atol=1e-3)
+        np.testing.assert_allclose(offset, [black, 128, 128])
+
+
+def test_bad_planes_are_refused():
+    with pytest.raises(ValueError, match=r"H, W even and U, V \[H/2, W/2\]"):
+        YuvPlanes(np.zeros((7, 8), np.uint8), np.zeros((3, 4), np.uint8), np.zeros((3, 4), np.uint8))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        YuvPlanes(np.zeros((8, 16), np.uint8)[:, ::2], np.zeros((4, 4), np.uint8), np.zeros((4, 4), np.uint8))
+    with pytest.raises(ValueError, match="colorspace tag 2"):
+        flat_planes(colorspace=2)
+    with pytest.raises(ValueError, match="must be uint8"):
+        YuvPlanes(np.zeros((8, 8), np.uint16), np.zeros((4, 4), np.uint16), np.zeros((4, 4), np.uint16))
+
+
+# ------------------------------------------------------------------ decoding and encoding planes
+
+
+def test_planes_are_copies_never_ffmpegs_buffers(tmp_path):
+    clip = make_video(tmp_path / "clip.mp4", frames=2)
+    with av.open(str(clip)) as container:
+        frame = next(container.decode(video=0))
+        buffers = [np.frombuffer(plane, np.uint8) for plane in frame.planes]
+        before = [buffer.copy() for buffer in buffers]
+        planes = planes_from_frame(frame)
+        assert not any(np.shares_memory(ours, buffer) for ours in (planes.y, planes.u, planes.v)
+                       for buffer in buffers)
+        over(planes, np.arange(48 * 64), [(1.0, 0.5, 0.0)] * (48 * 64), np.ones(48 * 64))
+        for buffer, old in zip(buffers, before):
+            np.testing.assert_array_equal(buffer, old)
+        assert (planes.y != before[0].reshape(48, -1)[:, :64]).all()
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["planes-wrapped", "planes-copied"])
+def test_planes_are_encoded_as_they_are(tmp_path, monkeypatch, wrapped):
+    """Planes go to the encoder unchanged (lossless x264 gives them back bit for bit), wrapped without a copy
+    where PyAV can, copied into FFmpeg's frame where it cannot (older PyAV)."""
+    monkeypatch.setattr(video_io, "_wraps_planes", lambda: wrapped)
+    rng = np.random.default_rng(8)
+    pictures = [YuvPlanes(rng.integers(16, 236, (48, 64), dtype=np.uint8),
+                          rng.integers(16, 241, (24, 32), dtype=np.uint8),
+                          rng.integers(16, 241, (24, 32), dtype=np.uint8)) for _ in range(3)]
+    with VideoWriter(tmp_path / "planes.mp4", crf=0, preset="ultrafast") as writer:
+        for planes in pictures:
+            writer.write(planes)
+    for planes, back in zip(pictures, decoded_planes(tmp_path / "planes.mp4")):
+        for plane, decoded in zip((planes.y, planes.u, planes.v), back):
+            np.testing.assert_array_equal(decoded, plane)
+
+
+def test_writer_keeps_the_planes_tags_and_refuses_them_where_rgb_is_needed(tmp_path):
+    smooth_clip(tmp_path / "tagged.mp4", colorspace=6, full_range=True)
+    with av.open(str(tmp_path / "tagged.mp4")) as container:
+        first = next(container.decode(video=0))
+        assert (first.colorspace, first.color_range) == (6, 2)
+    planes = flat_planes(16, 16)
+    for output, layer_only in ((tmp_path / "layer.mov", True), (tmp_path / "frames/", False)):
+        writer = VideoWriter(output, layer_only=True) if layer_only else video_io.PngSequenceWriter(output)
+        with pytest.raises(ValueError, match="give uint8 RGB frames"):
+            writer.write(planes)
+        writer.abort()
+
+
+@pytest.mark.parametrize("audio", [None, "aac"])
+def test_a_render_opens_its_input_once_plus_once_for_its_sound(tmp_path, cpu_renderer, monkeypatch, audio):
+    """Probing and decoding share one opening of the input (each costs about a frame's decoding)."""
+    clip = make_video(tmp_path / "clip.mp4", frames=3, audio=audio)
+    opened = []
+    real_open = av.open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(av, "open", counting_open)
+    render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(3, 4, 64, 48)), SPEC, cpu_renderer,
+                 tmp_path / "out.mp4")
+    assert opened.count(str(clip)) == (1 if audio is None else 2)
+
+
+# ------------------------------------------------------------------ the YUV path against the RGB path
+
+
+def test_yuv_path_matches_the_rgb_path(tmp_path, cpu_renderer):
+    """Same clip, same overlay, both paths, lossless: planes within a few levels, untouched pixels exact.
+
+    Measured: luma max 2 / mean 1.05 (the RGB path's round trip through RGB moves every pixel by up to 2),
+    chroma max 1, RGB max 6 / mean 1.26 per channel.
+    """
+    clip = smooth_clip(tmp_path / "clip.mp4")
+    tracks = random_tracks(4, 12, 160, 96, region=0.5)  # overlay in the left half (boxes reach x < 90)
+    outputs = render_both(clip, tracks, tmp_path, cpu_renderer)
+    source = decoded_planes(clip)
+    for (ya, ua, va), (yb, ub, vb), (y0, _, _) in zip(decoded_planes(outputs["yuv"]),
+                                                      decoded_planes(outputs["rgb"]), source):
+        assert np.abs(ya - yb).max() <= 3 and np.abs(ya - yb).mean() <= 1.5
+        assert max(np.abs(ua - ub).max(), np.abs(va - vb).max()) <= 2
+        np.testing.assert_array_equal(ya[:, 100:], y0[:, 100:])  # no overlay there: the decoder's own pixels
+        assert np.abs(ya[:, :90] - y0[:, :90]).max() > 50  # the overlay is there
+    rgb_a = np.stack(list(iter_video_frames(outputs["yuv"]))).astype(int)
+    rgb_b = np.stack(list(iter_video_frames(outputs["rgb"]))).astype(int)
+    difference = np.abs(rgb_a - rgb_b)
+    assert difference.mean(axis=(0, 1, 2)).max() <= 1.5 and difference.max() <= 8
+
+
+def test_sd_and_hd_tags_are_honoured(tmp_path, cpu_renderer):
+    """An opaque orange box reads back orange from SD (BT.601) and HD (BT.709) clips, tagged or not,
+    limited or full range, and the output keeps the matrix and range it was composited in."""
+    orange = (255, 128, 0)
+    spec = OverlaySpec(GraphParams(), None, BoxStyle(size=20, stroke_width=2.0, fill_opacity=1.0, opacity=1.0,
+                                                     color="#FF8000", roundness=0.0))
+    clips = {  # name: (clip, expected output tags)
+        "SD untagged": (make_video(tmp_path / "sd.mp4", frames=2, width=160, height=96), (6, 1)),
+        "HD untagged": (make_video(tmp_path / "hd.mp4", frames=2, width=1280, height=720), (1, 1)),
+        "SD tagged BT.709": (smooth_clip(tmp_path / "sd709.mp4", frames=2), (1, 1)),
+        "SD full range": (smooth_clip(tmp_path / "sdfull.mp4", frames=2, colorspace=5, full_range=True), (5, 2)),
+    }
+    for name, (clip, tags) in clips.items():
+        info = probe_video(clip)
+        centre = np.array([[[info.width / 2, info.height / 2]]] * 2, np.float32)
+        output = tmp_path / f"{name}.mp4"
+        render_video(FrameSource.from_video(clip), TrackPoints(Tracks(centre, np.ones((2, 1), bool))), spec,
+                     cpu_renderer, output, crf=0, preset="ultrafast")
+        with av.open(str(output)) as container:
+            first = next(container.decode(video=0))
+            assert (first.colorspace, first.color_range) == tags, name
+        frame = next(iter_video_frames(output))
+        y, x = info.height // 2, info.width // 2
+        assert np.abs(frame[y - 4:y + 4, x - 4:x + 4].astype(int) - orange).max() <= 3, name
+
+
+@pytest.mark.parametrize("rotation", [90, 270])
+def test_rotated_input_comes_out_upright_like_the_rgb_path(tmp_path, cpu_renderer, rotation):
+    """The planes are turned like the RGB frames: a turn the wrong way would differ everywhere."""
+    clip = make_video(tmp_path / "turned.mp4", frames=3, width=64, height=48, rotation=rotation)
+    tracks = random_tracks(3, 6, 48, 64, seed=2)
+    outputs = render_both(clip, tracks, tmp_path, cpu_renderer)
+    yuv, rgb = (np.stack(list(iter_video_frames(outputs[name]))).astype(int) for name in ("yuv", "rgb"))
+    assert yuv.shape == rgb.shape == (3, 64, 48, 3)
+    # measured: mean 1.2, max 12 (at overlay edges: this SD clip is BT.601, which the RGB path turns into BT.709,
+    # and edge pixels whose block chroma is far from their own colour clip differently in the two matrices)
+    assert np.abs(yuv - rgb).mean() <= 1.5 and np.abs(yuv - rgb).max() <= 16
+
+
+@pytest.mark.parametrize("kind", ["odd size", "10-bit"])
+def test_other_inputs_fall_back_to_the_rgb_path(tmp_path, cpu_renderer, monkeypatch, kind):
+    if kind == "odd size":
+        clip = make_video(tmp_path / "odd.mkv", frames=3, width=63, height=47, codec="ffv1")
+    else:
+        clip = make_video(tmp_path / "deep.mp4", frames=3, pix_fmt="yuv420p10le")
+    assert not FrameSource.from_video(clip).planar
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the YUV path was taken")
+
+    monkeypatch.setattr(video_io, "planes_from_frame", refuse)
+    info = probe_video(clip)
+    output = tmp_path / "out.mp4"
+    count = render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(3, 5, info.width, info.height)),
+                         SPEC, cpu_renderer, output)
+    assert count == 3 and probe_video(output).frame_count == 3
+
+
+def test_detection_sees_the_same_frames_in_both_paths(tmp_path, demo_clip_file, cpu_renderer):
+    detectors = []
+
+    def points():
+        detectors.append(TrackDetector(method="bright", min_distance=8))
+        return DetectedPoints(detectors[-1])
+
+    outputs = render_both(demo_clip_file, None, tmp_path, cpu_renderer, points=points)
+    assert detectors[0].track_count == detectors[1].track_count >= 6
+    yuv, rgb = (np.stack(list(iter_video_frames(outputs[name]))).astype(int) for name in ("yuv", "rgb"))
+    assert np.abs(yuv - rgb).mean() <= 1.5
+
+
+class HostGpu:
+    """A stand-in GPU renderer: its "device" layer is the CPU renderer's, as NumPy arrays; ``fail`` raises first."""
+
+    def __init__(self, cpu, fail=False):
+        self.cpu, self.fail, self.calls, self.closed = cpu, fail, 0, False
+
+    def upload(self, display_list):
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
+        return display_list
+
+    def layer_device(self, scene, height, width):
+        layer = self.cpu.rasterize(scene, height, width)
+        return layer.pixels, np.vstack([layer.color, layer.alpha]).T
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
+def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_renderer, fail, caplog):
+    """The GPU's own layer is made planar where it lies; a GPU failure finishes the video on the CPU, same frames."""
+    from trackoverlay.utils.raster.cpu import CpuRenderer
+    from trackoverlay.utils.raster.fallback import FallbackRenderer
+
+    clip = smooth_clip(tmp_path / "clip.mp4")
+    tracks = random_tracks(4, 12, 160, 96, seed=3)
+    gpu = HostGpu(cpu_renderer, fail)
+    outputs = []
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        for renderer in (FallbackRenderer(gpu, CpuRenderer), cpu_renderer):
+            outputs.append(tmp_path / f"{len(outputs)}.mp4")
+            render_video(FrameSource.from_video(clip), TrackPoints(tracks), SPEC, renderer, outputs[-1], crf=0,
+                         preset="ultrafast")
+    for ours, reference in zip(decoded_planes(outputs[0]), decoded_planes(outputs[1])):
+        for plane, want in zip(ours, reference):
+            np.testing.assert_array_equal(plane, want)
+    assert (gpu.calls, gpu.closed) == ((1, True) if fail else (4, False))
+    assert ("continuing on the CPU" in caplog.text) == fail
+
+
+# ------------------------------------------------------------------ GPU
+
+
+@pytest.mark.gpu
+def test_gpu_renderer_yuv_video_equals_the_cpu_renderers(tmp_path, cpu_renderer, gpu_renderer):
+    clip = smooth_clip(tmp_path / "clip.mp4")
+    tracks = random_tracks(4, 12, 160, 96, seed=5)
+    results = []
+    for renderer in (cpu_renderer, gpu_renderer):
+        output = tmp_path / f"{renderer.name}.mp4"
+        render_video(FrameSource.from_video(clip), TrackPoints(tracks), SPEC, renderer, output, crf=0,
+                     preset="ultrafast")
+        results.append(decoded_planes(output))
+    for cpu_planes, gpu_planes in zip(*results):
+        for cpu_plane, gpu_plane in zip(cpu_planes, gpu_planes):
+            assert np.abs(cpu_plane - gpu_plane).max() <= 2
+
+
+@pytest.mark.gpu
+def test_planes_on_the_gpu_are_drawn_there_like_host_planes(cpu_renderer, gpu_renderer):
+    import cupy
+
+    tracks = random_tracks(1, 20, 320, 192, seed=6)
+    display_list = stream.OverlayBuilder(SPEC)(TrackPoints(tracks)(0, None))
+    rng = np.random.default_rng(7)
+    host = YuvPlanes(rng.integers(16, 236, (192, 320), dtype=np.uint8),
+                     rng.integers(16, 241, (96, 160), dtype=np.uint8), rng.integers(16, 241, (96, 160), dtype=np.uint8))
+    device = YuvPlanes(*(cupy.asarray(plane) for plane in (host.y, host.u, host.v)))
+    overlay_planes(cpu_renderer, display_list, host)
+    overlay_planes(gpu_renderer, display_list, device)
+    for ours, theirs in zip((host.y, host.u, host.v), (device.y, device.u, device.v)):
+        assert np.abs(ours.astype(int) - theirs.get()).max() <= 2

@@ -1,0 +1,236 @@
+"""The overlay composited in a video's own 8-bit 4:2:0 YUV, without converting the frame to RGB.
+
+Converting YUV to RGB is affine, ``yuv = M @ rgb + o``, so the overlay's
+"over" maps exactly into YUV: with premultiplied RGB ``c`` and alpha ``a``,
+
+    yuv_out = (1 - a) * yuv + (M @ c + a * o)
+
+which is exact for luma. Chroma is shared by a 2x2 block, so each block
+takes the mean of its four pixels' terms (pixels outside the layer have
+``a = 0``): ``u_out = (1 - mean a) * u + mean(M_u @ c + a * 128)``. Values
+are 0..255 uint8 levels, rounded to nearest and clipped; ``M`` and ``o``
+come from the picture's colour matrix and range (:func:`yuv_coefficients`).
+
+Only the layer's pixels are touched, so the cost follows the overlay, not
+the frame. It runs in two steps, each written once for NumPy and CuPy:
+:func:`planar_layer` turns a rasterised layer into the ``keep`` and ``term``
+of every touched luma pixel and chroma block (it needs the frame's size and
+colour tags, not its pixels: the GPU renderer makes it on the GPU), and
+:func:`composite_planes` applies them to :class:`YuvPlanes`, host or GPU
+arrays alike (frames decoded by FFmpeg on the CPU, or by a GPU decoder).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.arrays import array_module
+
+PLANAR_FORMATS = ("yuv420p", "yuvj420p")
+"""Decoded pixel formats composited as they are (anything else is drawn in RGB)."""
+
+KR_KB = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114), 7: (0.212, 0.087), 9: (0.2627, 0.0593),
+         10: (0.2627, 0.0593)}
+"""Luma weights of red and blue per FFmpeg colour-space tag (BT.709, BT.470BG, SMPTE 170M, SMPTE 240M, BT.2020)."""
+
+
+def matrix_tag(colorspace: int, height: int) -> int:
+    """The colour-space tag a picture is read with: its own, else BT.709 from 720 lines up and BT.601 below."""
+    return colorspace if colorspace in KR_KB else (1 if height >= 720 else 6)
+
+
+def is_full_range(frame) -> bool:
+    """Whether a decoded frame uses full-range (JPEG) levels: tagged so, or a ``yuvj`` format."""
+    return frame.color_range == 2 or frame.format.name.startswith("yuvj")
+
+
+@dataclass
+class YuvPlanes:
+    """One 8-bit 4:2:0 picture: Y [H, W] and U, V [H/2, W/2] uint8, C-contiguous (NumPy or CuPy).
+
+    ``colorspace`` is the FFmpeg tag of its colour matrix (a key of
+    :data:`KR_KB`), ``full_range`` says 0..255 levels (else 16..235/240).
+    ``primaries`` and ``transfer`` are the source's tags, carried to the
+    output unchanged. The planes are the holder's own: they are composited
+    in place.
+    """
+
+    y: object
+    u: object
+    v: object
+    colorspace: int = 1
+    full_range: bool = False
+    primaries: int = 2
+    transfer: int = 2
+
+    def __post_init__(self):
+        height, width = self.y.shape
+        half = (height // 2, width // 2)
+        if height % 2 or width % 2 or self.u.shape != half or self.v.shape != half:
+            raise ValueError(f"planes must be Y [H, W] with H, W even and U, V [H/2, W/2], got Y "
+                             f"{list(self.y.shape)}, U {list(self.u.shape)}, V {list(self.v.shape)}")
+        if any(plane.dtype != np.uint8 for plane in (self.y, self.u, self.v)):
+            raise ValueError(f"planes must be uint8 (8-bit video), got {self.y.dtype}, {self.u.dtype}, "
+                             f"{self.v.dtype}")
+        if not all(plane.flags.c_contiguous for plane in (self.y, self.u, self.v)):
+            raise ValueError("planes must be C-contiguous arrays (copy strided views, e.g. NV12 chroma, first)")
+        if self.colorspace not in KR_KB:
+            raise ValueError(f"colorspace tag {self.colorspace} is not one of {sorted(KR_KB)}")
+
+    @property
+    def height(self) -> int:
+        return self.y.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.y.shape[1]
+
+
+def yuv_coefficients(colorspace: int, full_range: bool) -> tuple[np.ndarray, np.ndarray]:
+    """float64 M [3, 3] and o [3] with ``(Y, U, V) = M @ rgb + o``, for 0..1 RGB and 0..255 levels."""
+    red, blue = KR_KB[colorspace]
+    green = 1.0 - red - blue
+    matrix = np.array([[red, green, blue],
+                       [-red / (2 * (1 - blue)), -green / (2 * (1 - blue)), 0.5],
+                       [0.5, -green / (2 * (1 - red)), -blue / (2 * (1 - red))]]) * 255.0
+    if not full_range:
+        matrix *= np.array([[219.0], [224.0], [224.0]]) / 255.0
+    return matrix, np.array([0.0 if full_range else 16.0, 128.0, 128.0])
+
+
+def _levels(values, xp):
+    """float values as uint8 levels: rounded to nearest, clipped to 0..255."""
+    return xp.clip(xp.floor(values + 0.5), 0, 255).astype(xp.uint8)
+
+
+@dataclass(frozen=True)
+class PlanarLayer:
+    """A layer as it acts on 4:2:0 planes: ``plane[i] = keep * plane[i] + term`` at its luma pixels and at
+    its chroma blocks (flat indices, int64; float32 factors; arrays of one module, NumPy or CuPy).
+
+    It depends on the frame's size and colour tags only, not on its pixels,
+    so it is made where the layer is (on the GPU for the GPU renderer) and
+    moved, smaller than the layer, to where the planes are.
+    """
+
+    pixels: object
+    keep: object
+    luma: object
+    blocks: object
+    chroma_keep: object
+    u: object
+    v: object
+
+    def to(self, xp) -> PlanarLayer:
+        """The same layer as arrays of module ``xp``."""
+        if array_module(self.pixels) is xp:
+            return self
+        move = (lambda array: array.get()) if xp is np else xp.asarray
+        return PlanarLayer(*(move(getattr(self, name)) for name in self.__dataclass_fields__))
+
+
+def planar_layer(pixels, color, alpha, planes: YuvPlanes) -> PlanarLayer:
+    """The :class:`PlanarLayer` of a premultiplied layer over pictures like ``planes`` (size and colour tags).
+
+    ``pixels`` are flat indices ``y * W + x`` (unique), ``color`` premultiplied
+    RGB 0..1 [3, M], ``alpha`` [M] (a :class:`~..raster.layer.SparseLayer`'s
+    fields), all NumPy or all CuPy; the result is made with the same module.
+    """
+    xp = array_module(pixels)
+    width, half = planes.width, planes.width // 2
+    matrix, offset = (part.astype(np.float32) for part in yuv_coefficients(planes.colorspace, planes.full_range))
+    alpha = xp.asarray(alpha, xp.float32)
+    color = xp.asarray(color, xp.float32)
+    pixels = xp.asarray(pixels).astype(xp.int64, copy=False)  # NumPy indexes fastest with its own int
+    if len(pixels) == 0:
+        return PlanarLayer(pixels, alpha, alpha, pixels, alpha, alpha, alpha)
+
+    terms = xp.empty((3, len(alpha)), xp.float32)  # M @ premultiplied colour + alpha * o, per pixel
+    for row, (m, term) in enumerate(zip(matrix, terms)):  # (elementwise: a BLAS call would spin threads)
+        xp.multiply(color[0], m[0], out=term)
+        term += color[1] * m[1]
+        term += color[2] * m[2]
+        term += alpha * offset[row]
+    block = pixels // (2 * width)  # each pixel's 2x2 block: (y // 2) * W / 2 + x // 2
+    block *= half
+    block += (pixels % width) >> 1
+    touched = xp.zeros((planes.height // 2) * half, bool)
+    touched[block] = True
+    blocks = xp.flatnonzero(touched).astype(xp.int64, copy=False)  # the touched blocks, ascending
+    slot = xp.empty(len(touched), xp.int64)
+    slot[blocks] = xp.arange(len(blocks))
+    slot = slot[block]  # each pixel's block among them
+
+    def mean(values):  # over each block's four pixels (those outside the layer add 0)
+        return (xp.bincount(slot, weights=values, minlength=len(blocks)) * 0.25).astype(xp.float32)
+
+    return PlanarLayer(pixels, 1 - alpha, terms[0], blocks, 1 - mean(alpha), mean(terms[1]), mean(terms[2]))
+
+
+def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
+    """Composite ``layer`` "over" ``planes`` in place (see the module docstring); it is moved to the planes'
+    module first if it is not there."""
+    if len(layer.pixels) == 0:
+        return
+    xp = array_module(planes.y)
+    layer = layer.to(xp)
+    for plane, index, keep, term in ((planes.y, layer.pixels, layer.keep, layer.luma),
+                                     (planes.u, layer.blocks, layer.chroma_keep, layer.u),
+                                     (planes.v, layer.blocks, layer.chroma_keep, layer.v)):
+        flat = plane.reshape(-1)  # a view: the planes are C-contiguous
+        flat[index] = _levels(keep * flat[index] + term, xp)
+
+
+def _device_layer(renderer, display_list, height: int, width: int):
+    """(pixels, premultiplied RGBA [M, 4]) on the GPU when ``renderer`` draws there, else None."""
+    def draw(gpu):
+        return gpu.layer_device(gpu.upload(display_list), height, width)
+
+    if hasattr(renderer, "on_gpu"):  # the GPU renderer with its CPU fallback
+        return renderer.on_gpu(draw)
+    return draw(renderer) if hasattr(renderer, "layer_device") else None
+
+
+def planes_layer(renderer, display_list, planes: YuvPlanes) -> PlanarLayer:
+    """``display_list`` rasterised by ``renderer`` as a :class:`PlanarLayer` for ``planes``, on the planes' side.
+
+    On the GPU renderer the layer stays on the GPU, its planar form is made
+    there and only that comes back (host planes) or nothing moves (planes on
+    the GPU); a CPU renderer's sparse layer is turned into it on the host.
+    The planes' pixels are not read.
+    """
+    device = _device_layer(renderer, display_list, planes.height, planes.width)
+    if device is not None:
+        pixels, rgba = device
+        layer = planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], planes)
+    else:
+        sparse = renderer.rasterize(display_list, planes.height, planes.width)
+        layer = planar_layer(sparse.pixels, sparse.color, sparse.alpha, planes)
+    return layer.to(array_module(planes.y))
+
+
+def overlay_planes(renderer, display_list, planes: YuvPlanes) -> None:
+    """Draw ``display_list`` over ``planes`` in place with ``renderer``'s rasteriser (see :func:`planes_layer`)."""
+    composite_planes(planes, planes_layer(renderer, display_list, planes))
+
+
+def planes_from_frame(frame, turns: int = 0) -> YuvPlanes:
+    """Host copies of a decoded 8-bit 4:2:0 ``av.VideoFrame``'s planes, turned ``turns`` quarter turns
+    counter-clockwise (upright); FFmpeg's own buffers are only read. Other formats are converted first."""
+    if frame.format.name not in PLANAR_FORMATS:
+        frame = frame.reformat(format="yuvj420p" if is_full_range(frame) else "yuv420p")
+    if any(plane.line_size < plane.width for plane in frame.planes):  # bottom-up rows: PyAV lays them out
+        flat = frame.to_ndarray().reshape(-1)
+        size = frame.width * frame.height
+        shapes = [(frame.height, frame.width)] + [(frame.height // 2, frame.width // 2)] * 2
+        sources = [flat[:size], flat[size:size * 5 // 4], flat[size * 5 // 4:]]
+        sources = [part.reshape(shape) for part, shape in zip(sources, shapes)]
+    else:
+        sources = [np.frombuffer(plane, np.uint8)[:plane.line_size * plane.height]
+                   .reshape(plane.height, plane.line_size)[:, :plane.width] for plane in frame.planes]
+    pictures = [np.ascontiguousarray(np.rot90(source, turns)) if turns else source.copy() for source in sources]
+    colorspace = matrix_tag(frame.colorspace, frame.height)
+    return YuvPlanes(*pictures, colorspace=colorspace, full_range=is_full_range(frame),
+                     primaries=getattr(frame, "color_primaries", 2), transfer=getattr(frame, "color_trc", 2))
