@@ -105,7 +105,7 @@ def test_nvdec_planes_are_ffmpegs_planes(clips):
         wrong = (int(np.count_nonzero(luma != i420[:240])), int(np.count_nonzero(chroma[..., 0] != u)),
                  int(np.count_nonzero(chroma[..., 1] != v)))
         assert wrong == (0, 0, 0), f"frame {item.index}: differing Y, Cb, Cr samples {wrong}"
-        assert (item.matrix, item.full_range) == ("itu601", False)
+        assert (item.matrix, item.full_range) == ("smpte170m", False)
 
 
 def test_nvdec_from_a_frame_of_a_turned_video(clips):

@@ -101,13 +101,36 @@ def _gpu_arrays():
     return cupy
 
 
+@contextlib.contextmanager
+def _cuda_context_kept():
+    """Keep this thread's current CUDA context across a PyNvVideoCodec call.
+
+    Creating a decoder or an encoder may make a context of PyNvVideoCodec's
+    own current, and a failed NVENC start leaves it so; CuPy's streams and
+    memory then raise CUDA_ERROR_INVALID_HANDLE. The context current before
+    the call is made current again after it.
+    """
+    try:
+        from cupy.cuda import driver
+    except ImportError:
+        yield
+        return
+    before = driver.ctxGetCurrent()
+    try:
+        yield
+    finally:
+        if driver.ctxGetCurrent() != before:
+            driver.ctxSetCurrent(before)
+
+
 @functools.lru_cache(maxsize=1)
 def probe_nvdec() -> tuple[bool, str]:
     """(True, what decodes) when NVDEC can decode into GPU memory here, else (False, the reason, logged once)."""
     nvc, reason = _library()
     if nvc is not None:
         try:
-            nvc.CreateDecoder(gpuid=0, codec=nvc.cudaVideoCodec.H264, usedevicememory=True)
+            with _cuda_context_kept():
+                nvc.CreateDecoder(gpuid=0, codec=nvc.cudaVideoCodec.H264, usedevicememory=True)
             return True, f"PyNvVideoCodec {getattr(nvc, '__version__', '')}".strip()
         except Exception as error:  # noqa: BLE001 - PyNvVideoCodec's errors have no common base
             reason = f"NVDEC cannot start a decoder ({_describe(error)})"
@@ -313,8 +336,9 @@ class NvdecFrames:
         self._lane = _lane(self._xp)
         self._batch = batch
         try:
-            self._decoder = nvc.SimpleDecoder(self.path, gpu_id=0, use_device_memory=True,
-                                              output_color_type=nvc.OutputColorType.NATIVE)
+            with _cuda_context_kept():
+                self._decoder = nvc.SimpleDecoder(self.path, gpu_id=0, use_device_memory=True,
+                                                  output_color_type=nvc.OutputColorType.NATIVE)
             self._count = len(self._decoder)
             if start:
                 if start >= self._count:
@@ -341,7 +365,8 @@ class NvdecFrames:
         wanted = min(self._batch, self._count - self._next)
         if wanted <= 0:
             return []
-        frames = self._decoder.get_batch_frames(wanted)
+        with _cuda_context_kept():
+            frames = self._decoder.get_batch_frames(wanted)
         xp, layout = self._xp, self._layout
         arrays = [(xp.from_dlpack(frame), int(frame.getPTS())) for frame in frames]
         if xp is not np:
@@ -510,7 +535,8 @@ class NvencWriter(VideoWriter):
                    "idrperiod": str(_GOP), "repeatspspps": "1", "fps": str(max(1, round(self._rate))),
                    "gpu_id": "0"}
         try:
-            self._encoder = nvc.CreateEncoder(width, height, "NV12", False, **options)
+            with _cuda_context_kept():
+                self._encoder = nvc.CreateEncoder(width, height, "NV12", False, **options)
         except Exception as error:  # PyNvVideoCodec's errors have no common base
             self._audio = None  # the caller's, untouched: the fallback writer takes it
             self.abort()
