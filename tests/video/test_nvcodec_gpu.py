@@ -169,6 +169,18 @@ def test_cli_nvdec_render_matches_the_cpu_decoded_render(clips, cli, tmp_path, c
 
 # -- NVENC --------------------------------------------------------------------------------------------------------
 
+def test_the_gpu_renderer_survives_nvenc_probing(clips, cli, tmp_path, capsys):
+    """--encoder auto tries NVENC first; where it cannot start, the GPU renderer must still draw on the GPU."""
+    path = np.tile(np.array([[[60.0, 50.0], [250.0, 120.0]]], np.float32), (12, 1, 1))
+    save_tracks_json(Tracks(path, np.ones((12, 2), bool)), tmp_path / "tracks.json")
+    for decoder in ("cpu", "nvdec"):
+        code = cli.main([str(clips["sd"]), "--tracks", str(tmp_path / "tracks.json"), "--backend", "gpu",
+                         "--encoder", "auto", "--decoder", decoder, "-o", str(tmp_path / f"{decoder}.mp4")])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "GPU rendering failed" not in out and "PyAV decodes" not in out, out
+
+
 def nvenc_or_reason(path):
     try:
         return NvencWriter(path, 320, 240, fps=25), None
