@@ -213,3 +213,22 @@ def test_link_overlay_falls_back_to_the_cpu_when_the_gpu_build_fails(monkeypatch
     assert "cudaErrorLaunchFailure" in caplog.text
     for frame_want, frame_got in zip(want, got, strict=True):
         np.testing.assert_array_equal(frame_got.layers[0].vertices, frame_want.layers[0].vertices)
+
+
+def test_a_scene_built_on_the_host_equals_one_built_on_the_gpu(gpu):
+    """Small scenes are built with NumPy and uploaded once, large ones on the GPU: the same tables either way
+    (trails with tapered, fading vertices and boxes, over three frames, an empty one among them)."""
+    from dataclasses import replace
+
+    from trackoverlay.utils.raster.gpu import DeviceScene, HostLayers
+
+    lists = [random_scene(seed, **options)[1] for seed, options in enumerate(SCENE_OPTIONS[:2])]
+    tapered = lists[0].layers[1]
+    factors = np.linspace(1.0, 0.2, len(tapered.vertices), dtype=np.float32)
+    lists.insert(1, DisplayList(()))
+    lists.append(DisplayList((replace(tapered, vertex_width=factors, vertex_alpha=factors[::-1].copy()),)))
+    layers = HostLayers.gather(lists)
+    on_host, on_gpu = (DeviceScene.build(layers, on_host=flag) for flag in (True, False))
+    np.testing.assert_array_equal(on_host.frame_prims, on_gpu.frame_prims)
+    for name, array in on_gpu.arrays.items():
+        np.testing.assert_array_equal(on_host.arrays[name].get(), array.get(), err_msg=name)

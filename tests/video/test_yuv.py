@@ -323,7 +323,7 @@ def test_detection_sees_the_same_frames_in_both_paths(tmp_path, demo_clip_file, 
 
 
 class HostGpu:
-    """A stand-in GPU renderer: its "device" layer is the CPU renderer's, as NumPy arrays; ``fail`` raises first."""
+    """A stand-in GPU renderer: it draws planes in place with the CPU renderer's layer; ``fail`` raises first."""
 
     def __init__(self, cpu, fail=False):
         self.cpu, self.fail, self.calls, self.closed = cpu, fail, 0, False
@@ -334,9 +334,9 @@ class HostGpu:
             raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
         return display_list
 
-    def layer_device(self, scene, height, width):
-        layer = self.cpu.rasterize(scene, height, width)
-        return layer.pixels, np.vstack([layer.color, layer.alpha]).T
+    def draw_planes(self, scene, planes):
+        layer = self.cpu.rasterize(scene, planes.height, planes.width)
+        composite_planes(planes, planar_layer(layer.pixels, layer.color, layer.alpha, planes))
 
     def close(self):
         self.closed = True
@@ -344,7 +344,7 @@ class HostGpu:
 
 @pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
 def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_renderer, fail, caplog):
-    """The GPU's own layer is made planar where it lies; a GPU failure finishes the video on the CPU, same frames."""
+    """The GPU renderer draws the planes itself; a GPU failure finishes the video on the CPU, same frames."""
     from trackoverlay.utils.raster.cpu import CpuRenderer
     from trackoverlay.utils.raster.fallback import FallbackRenderer
 
@@ -396,3 +396,21 @@ def test_planes_on_the_gpu_are_drawn_there_like_host_planes(cpu_renderer, gpu_re
     overlay_planes(gpu_renderer, display_list, device)
     for ours, theirs in zip((host.y, host.u, host.v), (device.y, device.u, device.v)):
         assert np.abs(ours.astype(int) - theirs.get()).max() <= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("colorspace, full_range", [(1, False), (6, True)], ids=["bt709-tv", "bt601-full"])
+def test_the_gpu_kernel_draws_host_planes_like_the_cpu(cpu_renderer, gpu_renderer, colorspace, full_range):
+    """The GPU composites host planes in its tile kernel, in place: within one level of the CPU's two steps,
+    every plane, on a scene of lines, boxes and their edges at the frame's border."""
+    tracks = random_tracks(1, 40, 322, 194, seed=8)
+    display_list = stream.OverlayBuilder(SPEC)(TrackPoints(tracks)(0, None))
+    rng = np.random.default_rng(9)
+    planes = [rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((194, 322), (97, 161), (97, 161))]
+    ours, theirs = (YuvPlanes(*(plane.copy() for plane in planes), colorspace=colorspace, full_range=full_range)
+                    for _ in range(2))
+    overlay_planes(cpu_renderer, display_list, ours)
+    overlay_planes(gpu_renderer, display_list, theirs)
+    for plane, want, given in zip(planes, (ours.y, ours.u, ours.v), (theirs.y, theirs.u, theirs.v)):
+        assert np.abs(want.astype(int) - given).max() <= 1
+        assert (want != plane).any()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.arrays import to_numpy
 from ..core.cuda import cuda_kernel
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList, GlyphAtlas, Glyphs, Polylines
@@ -67,6 +68,8 @@ DEVICE_CHUNK_BYTES = 1 << 30
 """Frames on the GPU are binned and drawn in chunks of about this many bytes."""
 _SLOTS = 3  # pinned chunks in flight: one filling, one on the GPU, one draining
 _MAX_CHUNK_FRAMES = 1024  # keeps a chunk's launch grid and tile keys small for tiny frames
+HOST_BUILD_VERTICES = 1 << 16
+"""Scenes of at most this many polyline vertices (plus layers) are built on the host (see DeviceScene.build)."""
 
 
 def _kernel_names():
@@ -74,6 +77,7 @@ def _kernel_names():
         yield f"bin_tiles<{key}>"
         yield f"tile_ranges<{key}>"
         yield f"layer_tiles<{key}>"
+        yield f"composite_yuv420_tiles<{key}>"
         for pixel in _PIXEL_TYPES.values():
             yield f"composite_tiles<{pixel}, {key}>"
     yield from _glow_kernel_names()
@@ -207,31 +211,42 @@ class DeviceScene:
         return len(self.frame_prims) - 1
 
     @classmethod
-    def build(cls, layers: HostLayers, atlas=None) -> "DeviceScene":
-        """Upload ``layers`` (one transfer) and build the segment and primitive tables on the GPU;
-        ``atlas(GlyphAtlas)`` gives an atlas's coverage on the GPU (default: a new copy)."""
+    def build(cls, layers: HostLayers, atlas=None, on_host: bool | None = None) -> "DeviceScene":
+        """Build the segment and primitive tables of ``layers`` and put them on the GPU.
+
+        Small scenes (one video frame's) are built with NumPy and uploaded in
+        one transfer: CuPy's launches would cost more than the work. Large
+        ones (batches) are uploaded first and built there. ``on_host`` forces
+        either (default: :data:`HOST_BUILD_VERTICES` decides); both run the
+        same code. ``atlas(GlyphAtlas)`` gives an atlas's coverage on the GPU
+        (default: a new copy).
+        """
         import cupy
 
+        if on_host is None:
+            on_host = len(layers.vertices) + len(layers.runs) <= HOST_BUILD_VERTICES
+        xp = np if on_host else cupy
+        move = (lambda arrays: arrays) if on_host else _upload
         frame, kind, first, count = layers.runs.T
         line_bounds = np.stack([first, first + count], axis=1)[kind == 0].ravel()
         coverages = [(atlas or device_atlas)(glyph_atlas) for glyph_atlas in layers.atlases]
         shapes = np.array([glyph_atlas.coverage.shape for glyph_atlas in layers.atlases], np.int32).reshape(-1, 2)
         factors = {} if layers.vertex_factors is None else {"vertex_factors": layers.vertex_factors}
-        device = _upload({"vertices": layers.vertices, "offsets": layers.offsets, "line_bounds": line_bounds,
-                          **layers.lines, **layers.boxes, **layers.glyphs, **factors,
-                          "atlas_data": np.array([coverage.data.ptr for coverage in coverages], np.uint64),
-                          "atlas_width": shapes[:, 1].copy(), "atlas_height": shapes[:, 0].copy()})
-        factors = device.pop("vertex_factors", None)
-        table = build_segment_table(device.pop("vertices"), device.pop("offsets"), xp=cupy,
+        inputs = move({"vertices": layers.vertices, "offsets": layers.offsets, "line_bounds": line_bounds,
+                       **layers.lines, **layers.boxes, **layers.glyphs, **factors,
+                       "atlas_data": np.array([coverage.data.ptr for coverage in coverages], np.uint64),
+                       "atlas_width": shapes[:, 1].copy(), "atlas_height": shapes[:, 0].copy()})
+        factors = inputs.pop("vertex_factors", None)
+        table = build_segment_table(inputs.pop("vertices"), inputs.pop("offsets"), xp=xp,
                                     **({} if factors is None else {"vertex_width": factors[:, 0],
                                                                    "vertex_alpha": factors[:, 1]}))
-        ones = cupy.ones((table.count, 2), cupy.float32) if table.factor0 is None else None
+        ones = xp.ones((table.count, 2), xp.float32) if table.factor0 is None else None
         arrays = {"seg_p0": table.p0, "seg_p1": table.p1, "seg_polyline": table.polyline,
                   "seg_arc0": table.arc_start, "line_arc_total": table.arc_total,
                   "seg_factor0": table.factor0 if ones is None else ones,
-                  "seg_factor1": table.factor1 if ones is None else ones, **device}
+                  "seg_factor1": table.factor1 if ones is None else ones, **inputs}
         # A polyline run's segments: those of its polylines (zero-length ones were dropped).
-        segments = cupy.searchsorted(table.polyline, arrays.pop("line_bounds")).get()
+        segments = to_numpy(xp.searchsorted(table.polyline, arrays.pop("line_bounds")))
         ref_first, size = first.copy(), count.copy()
         ref_first[kind == 0] = segments[0::2]
         size[kind == 0] = segments[1::2] - segments[0::2]
@@ -239,14 +254,15 @@ class DeviceScene:
         np.cumsum(size, out=run_start[1:])
         frame_prims = np.zeros(layers.frames + 1, np.int64)
         np.cumsum(np.bincount(frame, weights=size, minlength=layers.frames).astype(np.int64), out=frame_prims[1:])
-        runs = _upload({"start": run_start, "ref": ref_first, "kind": kind.astype(np.int32),
-                        "frame": frame.astype(np.int32)})
-        prim = cupy.arange(int(run_start[-1]), dtype=cupy.int64)
-        run = cupy.searchsorted(runs["start"][1:], prim, side="right")
+        runs = move({"start": run_start, "ref": ref_first, "kind": kind.astype(np.int32),
+                     "frame": frame.astype(np.int32)})
+        prim = xp.arange(int(run_start[-1]), dtype=xp.int64)
+        run = xp.searchsorted(runs["start"][1:], prim, side="right")
         arrays["prim_kind"] = runs["kind"][run]
         arrays["prim_frame"] = runs["frame"][run]
-        arrays["prim_ref"] = (runs["ref"][run] + prim - runs["start"][run]).astype(cupy.int32)
-        device = {name: cupy.ascontiguousarray(arrays[name]) for name in _SCENE_FIELDS}
+        arrays["prim_ref"] = (runs["ref"][run] + prim - runs["start"][run]).astype(xp.int32)
+        fields = {name: arrays[name] for name in _SCENE_FIELDS}
+        device = _upload(fields) if on_host else {name: cupy.ascontiguousarray(array) for name, array in fields.items()}
         pointers = np.array([device[name].data.ptr for name in _SCENE_FIELDS], dtype=np.uint64)
         return cls(device, cupy.asarray(pointers), frame_prims, coverages)
 
@@ -517,6 +533,36 @@ class GpuRenderer(Renderer):
             pixels = (y * width + x)[keep]
             order = cupy.argsort(pixels)
             return pixels[order], layer[keep][order]
+
+    def draw_planes(self, scene: DeviceScene, planes) -> None:
+        """Composite the scene's first frame over 8-bit 4:2:0 ``planes`` (a :class:`~..video.yuv.YuvPlanes`)
+        in place, in their own YUV. Host planes cross the bus once each way; GPU planes stay there."""
+        import cupy
+
+        from ..video.yuv import yuv_coefficients
+
+        matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
+        coefficients = np.concatenate([matrix.ravel(), offset]).astype(np.float32)
+        on_host = isinstance(planes.y, np.ndarray)
+        with self._on_stream() as stream:
+            sizes = [plane.size for plane in (planes.y, planes.u, planes.v)]
+            if on_host:
+                staging = self._buffer("planes", sum(sizes), cupy.uint8)
+                targets = [staging[start:start + size].reshape(plane.shape) for start, size, plane in
+                           zip(np.cumsum([0] + sizes[:2]), sizes, (planes.y, planes.u, planes.v))]
+                for target, plane in zip(targets, (planes.y, planes.u, planes.v)):
+                    target.set(plane, stream)
+            else:
+                targets = [planes.y, planes.u, planes.v]
+            bins = self.bin(scene, planes.height, planes.width)
+            _kernel(f"composite_yuv420_tiles<{_KEY_TYPES[bins.keys.dtype]}>")((bins.frame_tiles,), (TILE, TILE), (
+                scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start, bins.tile_end,
+                np.int32(bins.tiles_x), cupy.asarray(coefficients), *targets, np.int32(planes.width),
+                np.int32(planes.height)))
+            if on_host:
+                for target, plane in zip(targets, (planes.y, planes.u, planes.v)):
+                    target.get(stream, out=plane)
+            stream.synchronize()
 
     # -- host frames ---------------------------------------------------------------
     def rasterize(self, display_list: DisplayList, height: int, width: int, glow: Glow | None = None) -> SparseLayer:

@@ -370,6 +370,57 @@ __global__ void layer_tiles(const Scene* scene, int prim_begin, const Key* keys,
         shade_pixel(s, keys, prim_mask, prim_begin, first, count, x + 0.5f, y + 0.5f, shared_prims);
 }
 
+// ---------------------------------------------------------------- 4:2:0 planes
+// The layer composited over 8-bit 4:2:0 Y, U, V planes in place (video/yuv.py has the maths):
+// luma per pixel, chroma per 2x2 block from the mean of its four pixels' terms. yuv holds the
+// colour matrix M row by row and then the offsets o: (Y, U, V) = M rgb + o. One block per tile
+// of the first binned frame; a tile (16 x 16, even) holds whole blocks, so the four pixels of
+// a block meet in shared memory. Width and height are even.
+__device__ __forceinline__ unsigned char to_level(float v) {
+    return (unsigned char)fminf(fmaxf(floorf(v + 0.5f), 0.0f), 255.0f);
+}
+
+template <typename Key>
+__global__ void composite_yuv420_tiles(const Scene* scene, int prim_begin, const Key* keys, Key prim_mask,
+                                       const int* tile_start, const int* tile_end, int tiles_x,
+                                       const float* yuv, unsigned char* y_plane, unsigned char* u_plane,
+                                       unsigned char* v_plane, int width, int height) {
+    __shared__ int shared_prims[TILE * TILE];
+    __shared__ float3 chroma[TILE * TILE];  // (alpha, U term, V term) of each pixel
+    const Scene s = *scene;
+    int first = tile_start[blockIdx.x], count = tile_end[blockIdx.x] - first;
+    if (count == 0) return;  // the whole block: nothing drawn here
+    int x = (blockIdx.x % tiles_x) * TILE + threadIdx.x, y = (blockIdx.x / tiles_x) * TILE + threadIdx.y;
+    float4 c = shade_pixel(s, keys, prim_mask, prim_begin, first, count, x + 0.5f, y + 0.5f, shared_prims);
+    int lane = threadIdx.y * TILE + threadIdx.x;
+    bool inside = x < width && y < height;
+    float term_y = c.x * yuv[0];
+    term_y += c.y * yuv[1];
+    term_y += c.z * yuv[2];
+    term_y += c.w * yuv[9];
+    float term_u = c.x * yuv[3];
+    term_u += c.y * yuv[4];
+    term_u += c.z * yuv[5];
+    term_u += c.w * yuv[10];
+    float term_v = c.x * yuv[6];
+    term_v += c.y * yuv[7];
+    term_v += c.z * yuv[8];
+    term_v += c.w * yuv[11];
+    chroma[lane] = inside ? make_float3(c.w, term_u, term_v) : make_float3(0.0f, 0.0f, 0.0f);
+    if (inside && c.w > 0.0f) {
+        long long i = (long long)y * width + x;
+        y_plane[i] = to_level((1.0f - c.w) * y_plane[i] + term_y);
+    }
+    __syncthreads();
+    if ((threadIdx.x | threadIdx.y) & 1 || !inside) return;
+    float3 a = chroma[lane], b = chroma[lane + 1], d = chroma[lane + TILE], e = chroma[lane + TILE + 1];
+    float alpha = (a.x + b.x + d.x + e.x) * 0.25f;
+    if (alpha <= 0.0f) return;
+    long long j = (long long)(y >> 1) * (width >> 1) + (x >> 1);
+    u_plane[j] = to_level((1.0f - alpha) * u_plane[j] + (a.y + b.y + d.y + e.y) * 0.25f);
+    v_plane[j] = to_level((1.0f - alpha) * v_plane[j] + (a.z + b.z + d.z + e.z) * 0.25f);
+}
+
 // ---------------------------------------------------------------- glow
 // The glow (raster/glow.py) of one frame: layer_dense stores the frame's layer densely
 // (premultiplied RGBA in half precision), glow_rows blurs it along rows, and glow_composite

@@ -61,7 +61,7 @@ from .budget import Budget
 from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video, probe_video
 from .nvcodec import FrameHandOver, open_frames, open_video_writer, place_frame
 from .pipeline import Pipeline
-from .yuv import composite_planes, planes_layer
+from .yuv import composite_planes, draw_planes
 
 QUEUE_DEPTH = 2
 _YUV_COMPOSITE = True  # False draws every video in RGB (the reference the YUV path is tested against)
@@ -739,8 +739,8 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
         elif shape != tuple(size):
             raise ValueError(f"frame {item.index} is {shape[1]}x{shape[0]} but earlier frames are "
                              f"{size[1]}x{size[0]}; all frames must have one size")
-        if planar:  # rasterised here, composited over the decoder's copy of the planes by the encoding thread
-            return item.index, item.time, planes, planes_layer(renderer, builder(frame_points, item.index), planes)
+        if planar:  # drawn here on the GPU; on the CPU rasterised here, composited by the encoding thread
+            return item.index, item.time, planes, draw_planes(renderer, builder(frame_points, item.index), planes)
         xp = np if layer_only else array_module(image)
         buffer = spare.get_nowait()
         if buffer is None or array_module(buffer) is not xp:
@@ -756,7 +756,7 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
 
     def write(result) -> None:
         index, time, frame = result[:3]
-        if planar:  # here, so the next frame's rasterising overlaps this one's compositing
+        if planar and result[3] is not None:  # here, so the next frame's rasterising overlaps this one's
             composite_planes(frame, result[3])
             writers[0].write(frame, time)
         else:

@@ -12,12 +12,12 @@ are 0..255 uint8 levels, rounded to nearest and clipped; ``M`` and ``o``
 come from the picture's colour matrix and range (:func:`yuv_coefficients`).
 
 Only the layer's pixels are touched, so the cost follows the overlay, not
-the frame. It runs in two steps, each written once for NumPy and CuPy:
-:func:`planar_layer` turns a rasterised layer into the ``keep`` and ``term``
-of every touched luma pixel and chroma block (it needs the frame's size and
-colour tags, not its pixels: the GPU renderer makes it on the GPU), and
-:func:`composite_planes` applies them to :class:`YuvPlanes`, host or GPU
-arrays alike (frames decoded by FFmpeg on the CPU, or by a GPU decoder).
+the frame. On the CPU it runs in two steps: :func:`planar_layer` turns a
+rasterised layer into the ``keep`` and ``term`` of every touched luma pixel
+and chroma block (it needs the frame's size and colour tags, not its
+pixels), and :func:`composite_planes` applies them to :class:`YuvPlanes`
+(so the second step can run on another thread). The GPU renderer does the
+same sums in its tile kernel (``composite_yuv420_tiles``), in place.
 """
 
 from __future__ import annotations
@@ -108,11 +108,11 @@ def _levels(values, xp):
 @dataclass(frozen=True)
 class PlanarLayer:
     """A layer as it acts on 4:2:0 planes: ``plane[i] = keep * plane[i] + term`` at its luma pixels and at
-    its chroma blocks (flat indices, int64; float32 factors; arrays of one module, NumPy or CuPy).
+    its chroma blocks (flat indices, int64; float32 factors; arrays of one module, NumPy or CuPy, that of
+    the planes it is composited over).
 
     It depends on the frame's size and colour tags only, not on its pixels,
-    so it is made where the layer is (on the GPU for the GPU renderer) and
-    moved, smaller than the layer, to where the planes are.
+    so it can be made before the frame is decoded or while another is encoded.
     """
 
     pixels: object
@@ -122,13 +122,6 @@ class PlanarLayer:
     chroma_keep: object
     u: object
     v: object
-
-    def to(self, xp) -> PlanarLayer:
-        """The same layer as arrays of module ``xp``."""
-        if array_module(self.pixels) is xp:
-            return self
-        move = (lambda array: array.get()) if xp is np else xp.asarray
-        return PlanarLayer(*(move(getattr(self, name)) for name in self.__dataclass_fields__))
 
 
 def planar_layer(pixels, color, alpha, planes: YuvPlanes) -> PlanarLayer:
@@ -170,12 +163,10 @@ def planar_layer(pixels, color, alpha, planes: YuvPlanes) -> PlanarLayer:
 
 
 def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
-    """Composite ``layer`` "over" ``planes`` in place (see the module docstring); it is moved to the planes'
-    module first if it is not there."""
+    """Composite ``layer`` "over" ``planes`` in place (see the module docstring)."""
     if len(layer.pixels) == 0:
         return
     xp = array_module(planes.y)
-    layer = layer.to(xp)
     for plane, index, keep, term in ((planes.y, layer.pixels, layer.keep, layer.luma),
                                      (planes.u, layer.blocks, layer.chroma_keep, layer.u),
                                      (planes.v, layer.blocks, layer.chroma_keep, layer.v)):
@@ -183,37 +174,37 @@ def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
         flat[index] = _levels(keep * flat[index] + term, xp)
 
 
-def _device_layer(renderer, display_list, height: int, width: int):
-    """(pixels, premultiplied RGBA [M, 4]) on the GPU when ``renderer`` draws there, else None."""
+def _draw_on_gpu(renderer, display_list, planes: YuvPlanes) -> bool:
+    """Whether ``renderer`` drew ``display_list`` over ``planes`` on the GPU (then in place, done)."""
     def draw(gpu):
-        return gpu.layer_device(gpu.upload(display_list), height, width)
+        gpu.draw_planes(gpu.upload(display_list), planes)
+        return True
 
     if hasattr(renderer, "on_gpu"):  # the GPU renderer with its CPU fallback
-        return renderer.on_gpu(draw)
-    return draw(renderer) if hasattr(renderer, "layer_device") else None
+        return bool(renderer.on_gpu(draw))
+    return draw(renderer) if hasattr(renderer, "draw_planes") else False
 
 
-def planes_layer(renderer, display_list, planes: YuvPlanes) -> PlanarLayer:
-    """``display_list`` rasterised by ``renderer`` as a :class:`PlanarLayer` for ``planes``, on the planes' side.
+def draw_planes(renderer, display_list, planes: YuvPlanes) -> PlanarLayer | None:
+    """Start drawing ``display_list`` over ``planes`` with ``renderer``.
 
-    On the GPU renderer the layer stays on the GPU, its planar form is made
-    there and only that comes back (host planes) or nothing moves (planes on
-    the GPU); a CPU renderer's sparse layer is turned into it on the host.
-    The planes' pixels are not read.
+    The GPU renderer composites it at once, in place, in one kernel (host
+    planes cross the bus once each way) and None comes back. Otherwise the
+    layer is rasterised on the CPU and its :class:`PlanarLayer` comes back,
+    for :func:`composite_planes` to apply (on another thread, if the caller
+    likes); the planes' pixels are not read yet.
     """
-    device = _device_layer(renderer, display_list, planes.height, planes.width)
-    if device is not None:
-        pixels, rgba = device
-        layer = planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], planes)
-    else:
-        sparse = renderer.rasterize(display_list, planes.height, planes.width)
-        layer = planar_layer(sparse.pixels, sparse.color, sparse.alpha, planes)
-    return layer.to(array_module(planes.y))
+    if _draw_on_gpu(renderer, display_list, planes):
+        return None
+    sparse = renderer.rasterize(display_list, planes.height, planes.width)
+    return planar_layer(sparse.pixels, sparse.color, sparse.alpha, planes)
 
 
 def overlay_planes(renderer, display_list, planes: YuvPlanes) -> None:
-    """Draw ``display_list`` over ``planes`` in place with ``renderer``'s rasteriser (see :func:`planes_layer`)."""
-    composite_planes(planes, planes_layer(renderer, display_list, planes))
+    """Draw ``display_list`` over ``planes`` in place with ``renderer`` (see :func:`draw_planes`)."""
+    layer = draw_planes(renderer, display_list, planes)
+    if layer is not None:
+        composite_planes(planes, layer)
 
 
 def planes_from_frame(frame, turns: int = 0) -> YuvPlanes:
