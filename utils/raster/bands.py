@@ -27,9 +27,9 @@ class BandPool:
         self.workers = max(1, workers or min(os.cpu_count() or 1, 8))
         self._pool = None
 
-    def bands(self, height: int) -> list:
-        """Row ranges covering ``height`` rows, a few per worker."""
-        count = max(1, min(self.workers * 2, height // _MIN_BAND_ROWS))
+    def bands(self, height: int, most: int | None = None) -> list:
+        """Row ranges covering ``height`` rows, a few per worker (at most ``most``)."""
+        count = max(1, min(self.workers * 2, height // _MIN_BAND_ROWS, most or height))
         edges = np.linspace(0, height, count + 1).astype(int)
         return [range(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
 
