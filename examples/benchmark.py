@@ -22,7 +22,9 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          plain PyAV transcodes (YUV, same x264 settings; the best one is the reference), the CLI drawing
          nothing, with a track file (100 points; CPU, and GPU when present) and with detection, in YUV
          (the default for yuv420p video) and with the RGB path forced; on the GPU with the nvcodec extra,
-         one more run decodes with NVDEC
+         one more run decodes with NVDEC. Each backend renders a short clip first (kernels compiled, caches
+         warm: a first GPU run on a machine also compiles CuPy's kernels, once); every run is timed whole,
+         start-up included, as a user waits for it
   trails motion trails of 30 frames for 1000 points at 4K (TrailStyle defaults, width 3 px; points move
          2..8 px per frame with 1 px jitter, default_rng(0)): building them (whole clip and one streamed
          frame), and one frame drawn on the CPU, or on the GPU with the frame resident
@@ -36,7 +38,7 @@ Examples:
   python examples/benchmark.py --scene chain-4k-100 --backend gpu
   python examples/benchmark.py --scene s1 --backend cpu
   python examples/benchmark.py --scene s10k --backend gpu --json s10k.json
-  python examples/benchmark.py --scene video --backend gpu --video-frames 120 --preset veryfast
+  python examples/benchmark.py --scene video --backend gpu --preset veryfast
   python examples/benchmark.py --scene detect --repeat 30
   python examples/benchmark.py --scene trails --backend gpu
   python examples/benchmark.py --scene labels --backend gpu
@@ -572,6 +574,7 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
 
     results = {}
     with tempfile.TemporaryDirectory(prefix="trackoverlay-bench-") as folder:
+        _warm_up(folder, backends, preset)
         for size in sizes:
             width, height = parse_size(size)
             clip, tracks = os.path.join(folder, f"{size}.mp4"), os.path.join(folder, f"{size}.json")
@@ -588,6 +591,20 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
                 run()
                 results.setdefault(name, {})[size] = frames / (time.perf_counter() - start)
     return results
+
+
+def _warm_up(folder: str, backends, preset: str) -> None:
+    """Render a short clip once per backend and path, untimed (kernels compiled, caches warm)."""
+    from trackoverlay.utils.tracks.contract import Tracks
+    from trackoverlay.utils.tracks.track_file import save_tracks_json
+
+    clip, tracks = os.path.join(folder, "warm.mp4"), os.path.join(folder, "warm.json")
+    _video_clip(clip, 320, 240, 8)
+    path = (np.random.default_rng(0).random((8, 100, 2)) * [320, 240]).astype(np.float32)
+    save_tracks_json(Tracks(path, np.ones((8, 100), bool)), tracks)
+    for backend in backends:
+        for rgb in (False, True):
+            _overlay_cli(clip, os.path.join(folder, "warm-out.mp4"), preset, backend, "--tracks", tracks, rgb=rgb)
 
 
 def print_video_table(title: str, rates: dict) -> None:
@@ -657,7 +674,8 @@ def main(argv=None) -> int:
                         help="frame dtype of a kernel scene (node chains use float32 batches)")
     parser.add_argument("--repeat", type=int, default=15, help="timed runs (median reported)")
     parser.add_argument("--json", help="also write the results to this JSON file")
-    parser.add_argument("--video-frames", type=int, default=120, help="scene video: clip length (default: 120)")
+    parser.add_argument("--video-frames", type=int, default=240,
+                        help="scene video: clip length (default: 240, 8 s at 30 fps)")
     parser.add_argument("--preset", default="veryfast", help="scene video: x264 preset (default: veryfast)")
     args = parser.parse_args(argv)
     backend = select_backend(args.backend).selected
