@@ -229,7 +229,10 @@ class BoxesNode(io.ComfyNode):
                 BoundingBoxes.Input("boxes", optional=True, tooltip="Extra boxes to draw: a list of {x, y, "
                                     "width, height} (top-left corner, pixels) for one frame, or one such list "
                                     "per frame (still boxes: the motion colour modes give them the first "
-                                    "gradient colour)."),
+                                    "gradient colour).",
+                                    # a socket: newer frontends draw a widget for the core BOUNDING_BOXES
+                                    # type, which would take one of the saved widget values
+                                    extra_dict={"forceInput": True}),
                 *box_extras,
             ],
             outputs=[Overlay.Output("overlay", tooltip=OVERLAY_OUT)],

@@ -206,6 +206,14 @@ def test_render_asks_for_its_graph_and_the_file_reader_fingerprints(schemas):
     assert "fingerprint_inputs" in vars(reader)
 
 
+def test_the_bounding_boxes_input_stays_a_socket(schemas):
+    """Frontends from ComfyUI 0.27 draw a widget for the core BOUNDING_BOXES type unless the input forces a
+    socket; that widget would take a saved widget value and shift every later one (templates break)."""
+    _, schema = schemas["TrackOverlayBoxes"]
+    boxes = next(item for item in schema.inputs if item.id == "boxes")
+    assert boxes.get_io_type() == "BOUNDING_BOXES" and boxes.extra_dict == {"forceInput": True}
+
+
 # ------------------------------------------------- widget ranges = engine ranges
 
 
@@ -280,9 +288,9 @@ def test_no_workflow_json_in_examples():
     assert list((REPO / "examples").glob("*.json")) == []  # ComfyUI would list them as templates
 
 
-def test_templates_cover_image_video_and_layer_and_each_has_a_thumbnail():
+def test_templates_cover_image_video_layer_and_look_and_each_has_a_thumbnail():
     names = {path.stem for path in templates()}
-    assert {"track_overlay_image", "track_overlay_video", "track_overlay_layer"} <= names
+    assert {"track_overlay_image", "track_overlay_video", "track_overlay_layer", "track_overlay_look"} <= names
     for path in templates():
         thumbnail = path.with_suffix(".jpg")  # ComfyUI's frontend asks for <template name>.jpg
         assert thumbnail.is_file() and thumbnail.read_bytes()[:3] == b"\xff\xd8\xff", path.name
