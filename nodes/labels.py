@@ -45,7 +45,7 @@ def label_widgets() -> list:
              f"{', '.join('{' + name + '}' for name in LABEL_FIELDS)}, e.g. 'ID {{id:03d}}' or "
              "'{x:.0f},{y:.0f}'."),
         float_input("size", _LABEL["size"], limits["size"], "Font size (em)" + _SIZE + "; glyphs are drawn "
-                    "from the font at this size, rounded to whole pixels.", step=1.0),
+                    "from the font at this size, rounded to whole pixels.", step=0.1),
         text("font", _LABEL["font"], "A .ttf or .otf font file (relative paths: ComfyUI's input folder); empty "
              "for the bundled DejaVu Sans, which covers Latin, Greek and Cyrillic."),
         color("color", _LABEL["color"], "Text colour (color_mode single)."),
@@ -56,7 +56,7 @@ def label_widgets() -> list:
         float_input("plate_opacity", _LABEL["plate_opacity"], limits["plate_opacity"], "Plate opacity, 0..1 "
                     "(0 = no plate).", step=0.05),
         float_input("plate_padding", _LABEL["plate_padding"], limits["plate_padding"],
-                    "Room between the text and the plate's edge" + _SIZE + ".", step=1.0),
+                    "Room between the text and the plate's edge" + _SIZE + ".", step=0.1),
         float_input("plate_roundness", _LABEL["plate_roundness"], limits["plate_roundness"], "Plate corner radius "
                     "as a fraction of half its height (0 = square, 1 = pill).", step=0.05),
         float_input("plate_stroke", _LABEL["plate_stroke"], limits["plate_stroke"],
@@ -66,13 +66,13 @@ def label_widgets() -> list:
               "of its corners, beside one of its sides, or centred on the point. Labels never leave the "
               "frame when 'reference' is connected."),
         float_input("margin", _LABEL["margin"], limits["margin"], "Gap between the box and the label" + _SIZE
-                    + " (negative overlaps the box).", step=1.0),
+                    + " (negative overlaps the box).", step=0.1),
         float_input("offset_x", _LABEL["offset_x"], limits["offset_x"], "Extra shift to the right" + _SIZE + ".",
-                    step=1.0),
+                    step=0.1),
         float_input("offset_y", _LABEL["offset_y"], limits["offset_y"], "Extra shift down" + _SIZE + ".",
-                    step=1.0),
+                    step=0.1),
         float_input("box_size", _LABEL["box_size"], limits["box_size"], "Size of the box the label is placed "
-                    "around (box_size_mode fixed)" + _SIZE + "; match the Boxes node's size.", step=1.0),
+                    "around (box_size_mode fixed)" + _SIZE + "; match the Boxes node's size.", step=0.1),
         combo("box_size_mode", SIZE_MODES, _LABEL["box_size_mode"], "fixed: 'box_size'; track: each track's "
               "own box size, 'box_size' where it has none."),
     ]

@@ -74,8 +74,14 @@ def select_backend(requested: str = "auto") -> BackendChoice:
     if requested == "gpu":
         raise RuntimeError(f"backend 'gpu' was requested but {facts}. Install CuPy for your CUDA "
                            "version (pip install cupy-cuda12x or cupy-cuda13x) or choose backend 'cpu'.")
-    LOGGER.info("Track Overlay renders on the CPU: %s", facts)
+    _log_cpu_once(str(facts))
     return BackendChoice(requested, "cpu", str(facts))
+
+
+@functools.lru_cache(maxsize=None)
+def _log_cpu_once(reason: str) -> None:
+    """Say once per reason (not at every render) why the CPU renders."""
+    LOGGER.info("Track Overlay renders on the CPU: %s", reason)
 
 
 def make_renderer(requested: str = "auto"):

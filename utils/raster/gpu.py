@@ -68,8 +68,10 @@ DEVICE_CHUNK_BYTES = 1 << 30
 """Frames on the GPU are binned and drawn in chunks of about this many bytes."""
 _SLOTS = 3  # pinned chunks in flight: one filling, one on the GPU, one draining
 _MAX_CHUNK_FRAMES = 1024  # keeps a chunk's launch grid and tile keys small for tiny frames
-HOST_BUILD_VERTICES = 1 << 16
-"""Scenes of at most this many polyline vertices (plus layers) are built on the host (see DeviceScene.build)."""
+HOST_BUILD_VERTICES = 8192
+"""Scenes of at most this many polyline vertices (plus layers) are built on the host (see DeviceScene.build).
+Measured on an H100 (build + upload, ms, host / GPU): 5 300 vertices (100 linked points) 2.0 / 2.6;
+30 000 (1 000 points) 8.5 / 2.8; 84 000 (16 frames of 100 points) 17.7 / 2.8."""
 
 
 def _kernel_names():
