@@ -78,7 +78,7 @@ def select_backend(requested: str = "auto") -> BackendChoice:
     return BackendChoice(requested, "cpu", str(facts))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_cpu_once(reason: str) -> None:
     """Say once per reason (not at every render) why the CPU renders."""
     LOGGER.info("Track Overlay renders on the CPU: %s", reason)

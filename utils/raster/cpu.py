@@ -10,7 +10,6 @@ from .glow import Glow, glow_layer, glows
 from .layer import SparseLayer, blend_pixels, check_frame, output_buffer
 from .renderer import Renderer
 
-
 RASTER_BAND_ROWS = 540
 """A frame is rasterised in parallel bands of about this many rows. Rasterising is mostly small NumPy calls
 that hold Python's lock, so more bands mostly repeat that work. Measured on a 16-core machine (100 points,
@@ -19,6 +18,7 @@ ms for 1 / 2 / 4 / 8 bands): 1080p 57 / 31 / 42 / 124; 4K 195 / 116 / 71 / 137; 
 
 
 def _raster_bands(height: int) -> int:
+    """How many bands a frame ``height`` rows tall is rasterised in."""
     return max(1, height // RASTER_BAND_ROWS)
 
 
