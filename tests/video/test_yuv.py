@@ -1,6 +1,7 @@
 """The overlay composited in the video's own YUV: the formula, who owns the planes, colour tags, and the
 YUV path against the RGB path it replaces for 8-bit 4:2:0 video."""
 
+import dataclasses
 import logging
 
 import av
@@ -8,6 +9,9 @@ import numpy as np
 import pytest
 from trackoverlay.utils.draw.styles import BoxStyle, LineStyle
 from trackoverlay.utils.graph.neighbours import GraphParams
+from trackoverlay.utils.raster.cpu import CpuRenderer
+from trackoverlay.utils.raster.fallback import FallbackRenderer
+from trackoverlay.utils.raster.glow import Glow
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.video import io as video_io
@@ -251,6 +255,31 @@ def test_yuv_path_matches_the_rgb_path(tmp_path, cpu_renderer):
     assert difference.mean(axis=(0, 1, 2)).max() <= 1.5 and difference.max() <= 8
 
 
+def test_glow_in_yuv_matches_the_rgb_path(tmp_path, cpu_renderer, monkeypatch):
+    """A glowing overlay composited in the planes (the GPU's choice; the CPU's after a GPU failure; the halo
+    is part of the sparse layer): within the bounds of the plain overlay, untouched pixels are the decoder's
+    own, and the halo reaches past the boxes."""
+    monkeypatch.setattr(stream, "_glow_in_yuv", lambda renderer: True)
+    glowing = dataclasses.replace(SPEC, glow=Glow(radius=6.0, strength=2.0))
+    clip = smooth_clip(tmp_path / "clip.mp4")
+    tracks = random_tracks(4, 12, 160, 96, region=0.5)  # boxes reach x < 90, the halo x < 97
+    (tmp_path / "plain").mkdir()
+    plain = render_both(clip, tracks, tmp_path / "plain", cpu_renderer)["yuv"]
+    outputs = render_both(clip, tracks, tmp_path, cpu_renderer, spec=glowing)
+    for (ya, ua, va), (yb, ub, vb), (y0, _, _), (yp, _, _) in zip(
+            decoded_planes(outputs["yuv"]), decoded_planes(outputs["rgb"]), decoded_planes(clip),
+            decoded_planes(plain)):
+        assert np.abs(ya - yb).max() <= 3 and np.abs(ya - yb).mean() <= 1.5
+        assert max(np.abs(ua - ub).max(), np.abs(va - vb).max()) <= 2
+        np.testing.assert_array_equal(ya[:, 100:], y0[:, 100:])  # the YUV path: the decoder's own pixels
+        assert np.count_nonzero(ya != yp) > 0.05 * ya.size  # the halo
+
+
+def test_the_cpu_draws_glow_in_rgb_and_the_gpu_in_yuv(cpu_renderer):
+    gpu = FallbackRenderer(HostGpu(cpu_renderer), CpuRenderer)
+    assert not stream._glow_in_yuv(cpu_renderer) and stream._glow_in_yuv(gpu)
+
+
 def test_sd_and_hd_tags_are_honoured(tmp_path, cpu_renderer):
     """An opaque orange box reads back orange from SD (BT.601) and HD (BT.709) clips, tagged or not,
     limited or full range, and the output keeps the matrix and range it was composited in."""
@@ -334,8 +363,8 @@ class HostGpu:
             raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
         return display_list
 
-    def draw_planes(self, scene, planes):
-        layer = self.cpu.rasterize(scene, planes.height, planes.width)
+    def draw_planes(self, scene, planes, glow=None):
+        layer = self.cpu.rasterize(scene, planes.height, planes.width, glow=glow)
         composite_planes(planes, planar_layer(layer.pixels, layer.color, layer.alpha, planes))
 
     def close(self):
@@ -345,8 +374,6 @@ class HostGpu:
 @pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
 def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_renderer, fail, caplog):
     """The GPU renderer draws the planes itself; a GPU failure finishes the video on the CPU, same frames."""
-    from trackoverlay.utils.raster.cpu import CpuRenderer
-    from trackoverlay.utils.raster.fallback import FallbackRenderer
 
     clip = smooth_clip(tmp_path / "clip.mp4")
     tracks = random_tracks(4, 12, 160, 96, seed=3)
@@ -414,3 +441,21 @@ def test_the_gpu_kernel_draws_host_planes_like_the_cpu(cpu_renderer, gpu_rendere
     for plane, want, given in zip(planes, (ours.y, ours.u, ours.v), (theirs.y, theirs.u, theirs.v)):
         assert np.abs(want.astype(int) - given).max() <= 1
         assert (want != plane).any()
+
+
+@pytest.mark.gpu
+def test_the_gpu_draws_a_glowing_layer_over_host_planes_like_the_cpu(cpu_renderer, gpu_renderer):
+    """With glow the GPU makes its glowing layer planar on the GPU: within two levels of the CPU's."""
+    glow = Glow(radius=8.0, strength=2.0)
+    tracks = random_tracks(1, 30, 322, 194, seed=10)
+    display_list = stream.OverlayBuilder(SPEC)(TrackPoints(tracks)(0, None))
+    rng = np.random.default_rng(11)
+    planes = [rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((194, 322), (97, 161), (97, 161))]
+    ours, theirs, plain = (YuvPlanes(*(plane.copy() for plane in planes)) for _ in range(3))
+    overlay_planes(cpu_renderer, display_list, ours, glow)
+    overlay_planes(gpu_renderer, display_list, theirs, glow)
+    overlay_planes(gpu_renderer, display_list, plain)
+    for want, given, without in zip((ours.y, ours.u, ours.v), (theirs.y, theirs.u, theirs.v),
+                                    (plain.y, plain.u, plain.v)):
+        assert np.abs(want.astype(int) - given).max() <= 2
+        assert (given != without).sum() > 0.05 * given.size  # the halo

@@ -536,33 +536,42 @@ class GpuRenderer(Renderer):
             order = cupy.argsort(pixels)
             return pixels[order], layer[keep][order]
 
-    def draw_planes(self, scene: DeviceScene, planes) -> None:
-        """Composite the scene's first frame over 8-bit 4:2:0 ``planes`` (a :class:`~..video.yuv.YuvPlanes`)
-        in place, in their own YUV. Host planes cross the bus once each way; GPU planes stay there."""
+    def draw_planes(self, scene: DeviceScene, planes, glow: Glow | None = None) -> None:
+        """Composite the scene's first frame (over its ``glow``) over 8-bit 4:2:0 ``planes`` (a
+        :class:`~..video.yuv.YuvPlanes`) in place, in their own YUV. Host planes cross the bus once each
+        way; GPU planes stay there. Without glow one tile kernel does it; with glow the glowing layer is
+        made planar and composited by :mod:`..video.yuv`'s own steps, on CuPy."""
         import cupy
 
-        from ..video.yuv import yuv_coefficients
+        from ..video.yuv import YuvPlanes, composite_planes, planar_layer, yuv_coefficients
 
-        matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
-        coefficients = np.concatenate([matrix.ravel(), offset]).astype(np.float32)
         on_host = isinstance(planes.y, np.ndarray)
         with self._on_stream() as stream:
-            sizes = [plane.size for plane in (planes.y, planes.u, planes.v)]
             if on_host:
+                sizes = [plane.size for plane in (planes.y, planes.u, planes.v)]
                 staging = self._buffer("planes", sum(sizes), cupy.uint8)
-                targets = [staging[start:start + size].reshape(plane.shape) for start, size, plane in
-                           zip(np.cumsum([0] + sizes[:2]), sizes, (planes.y, planes.u, planes.v))]
-                for target, plane in zip(targets, (planes.y, planes.u, planes.v)):
+                starts = np.cumsum([0] + sizes[:2])
+                targets = YuvPlanes(*(staging[start:start + size].reshape(plane.shape) for start, size, plane
+                                      in zip(starts, sizes, (planes.y, planes.u, planes.v))),
+                                    colorspace=planes.colorspace, full_range=planes.full_range)
+                for target, plane in zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)):
                     target.set(plane, stream)
             else:
-                targets = [planes.y, planes.u, planes.v]
-            bins = self.bin(scene, planes.height, planes.width)
-            _kernel(f"composite_yuv420_tiles<{_KEY_TYPES[bins.keys.dtype]}>")((bins.frame_tiles,), (TILE, TILE), (
-                scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start, bins.tile_end,
-                np.int32(bins.tiles_x), cupy.asarray(coefficients), *targets, np.int32(planes.width),
-                np.int32(planes.height)))
+                targets = planes
+            if glows(glow):
+                pixels, rgba = self.glow_layer_device(scene, planes.height, planes.width, glow)
+                composite_planes(targets, planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], targets))
+            else:
+                matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
+                coefficients = cupy.asarray(np.concatenate([matrix.ravel(), offset]).astype(np.float32))
+                bins = self.bin(scene, planes.height, planes.width)
+                _kernel(f"composite_yuv420_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
+                    (bins.frame_tiles,), (TILE, TILE), (
+                        scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start,
+                        bins.tile_end, np.int32(bins.tiles_x), coefficients, targets.y, targets.u, targets.v,
+                        np.int32(planes.width), np.int32(planes.height)))
             if on_host:
-                for target, plane in zip(targets, (planes.y, planes.u, planes.v)):
+                for target, plane in zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)):
                     target.get(stream, out=plane)
             stream.synchronize()
 

@@ -174,10 +174,11 @@ def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
         flat[index] = _levels(keep * flat[index] + term, xp)
 
 
-def _draw_on_gpu(renderer, display_list, planes: YuvPlanes) -> bool:
-    """Whether ``renderer`` drew ``display_list`` over ``planes`` on the GPU (then in place, done)."""
+def _draw_on_gpu(renderer, display_list, planes: YuvPlanes, glow) -> bool:
+    """Whether ``renderer`` drew ``display_list`` (over its ``glow``) over ``planes`` on the GPU (then in
+    place, done)."""
     def draw(gpu):
-        gpu.draw_planes(gpu.upload(display_list), planes)
+        gpu.draw_planes(gpu.upload(display_list), planes, glow)
         return True
 
     if hasattr(renderer, "on_gpu"):  # the GPU renderer with its CPU fallback
@@ -185,24 +186,26 @@ def _draw_on_gpu(renderer, display_list, planes: YuvPlanes) -> bool:
     return draw(renderer) if hasattr(renderer, "draw_planes") else False
 
 
-def draw_planes(renderer, display_list, planes: YuvPlanes) -> PlanarLayer | None:
-    """Start drawing ``display_list`` over ``planes`` with ``renderer``.
+def draw_planes(renderer, display_list, planes: YuvPlanes, glow=None) -> PlanarLayer | None:
+    """Start drawing ``display_list`` (over its ``glow``, a :class:`~..raster.glow.Glow`) over ``planes``
+    with ``renderer``.
 
-    The GPU renderer composites it at once, in place, in one kernel (host
-    planes cross the bus once each way) and None comes back. Otherwise the
-    layer is rasterised on the CPU and its :class:`PlanarLayer` comes back,
-    for :func:`composite_planes` to apply (on another thread, if the caller
+    The GPU renderer composites it at once, in place (host planes cross the
+    bus once each way) and None comes back. Otherwise the layer is
+    rasterised on the CPU and its :class:`PlanarLayer` comes back, for
+    :func:`composite_planes` to apply (on another thread, if the caller
     likes); the planes' pixels are not read yet.
     """
-    if _draw_on_gpu(renderer, display_list, planes):
+    if _draw_on_gpu(renderer, display_list, planes, glow):
         return None
-    sparse = renderer.rasterize(display_list, planes.height, planes.width)
+    sparse = renderer.rasterize(display_list, planes.height, planes.width, glow=glow)
     return planar_layer(sparse.pixels, sparse.color, sparse.alpha, planes)
 
 
-def overlay_planes(renderer, display_list, planes: YuvPlanes) -> None:
-    """Draw ``display_list`` over ``planes`` in place with ``renderer`` (see :func:`draw_planes`)."""
-    layer = draw_planes(renderer, display_list, planes)
+def overlay_planes(renderer, display_list, planes: YuvPlanes, glow=None) -> None:
+    """Draw ``display_list`` (over its ``glow``) over ``planes`` in place with ``renderer`` (see
+    :func:`draw_planes`)."""
+    layer = draw_planes(renderer, display_list, planes, glow)
     if layer is not None:
         composite_planes(planes, layer)
 
