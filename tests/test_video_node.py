@@ -256,9 +256,9 @@ class FailingRenderer:
         self._count()
         return self.renderer.render(frame, display_list, out, glow)
 
-    def rasterize(self, display_list, height, width):  # what the video path asks for when it draws in YUV
+    def rasterize(self, display_list, height, width, glow=None):  # what the video path asks for in YUV
         self._count()
-        return self.renderer.rasterize(display_list, height, width)
+        return self.renderer.rasterize(display_list, height, width, glow=glow)
 
 
 def demo_points():
