@@ -391,6 +391,34 @@ def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_rend
     assert ("continuing on the CPU" in caplog.text) == fail
 
 
+def test_planes_the_gpu_drew_are_not_held_while_the_video_streams(tmp_path, cpu_renderer, monkeypatch):
+    """Frames drawn in place on the GPU go to the encoder and are let go: at most the pipeline's queues'
+    worth are alive at any frame (the memory budget counts on it), however long the clip."""
+    import gc
+    import weakref
+
+    made, alive = [], []
+    decode = video_io.planes_from_frame
+
+    def tracked(*args, **kwargs):
+        planes = decode(*args, **kwargs)
+        made.append(weakref.ref(planes))
+        return planes
+
+    class CountingGpu(HostGpu):
+        def draw_planes(self, scene, planes, glow=None):
+            super().draw_planes(scene, planes, glow)
+            gc.collect()
+            alive.append(sum(ref() is not None for ref in made))
+
+    monkeypatch.setattr(video_io, "planes_from_frame", tracked)
+    clip = smooth_clip(tmp_path / "clip.mp4", frames=24)
+    render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(24, 8, 160, 96)), SPEC,
+                 FallbackRenderer(CountingGpu(cpu_renderer), CpuRenderer), tmp_path / "out.mp4", crf=0,
+                 preset="ultrafast")
+    assert len(alive) == 24 and max(alive) <= 2 * stream.QUEUE_DEPTH + 4
+
+
 # ------------------------------------------------------------------ GPU
 
 

@@ -764,8 +764,9 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
 
     def write(result) -> None:
         index, time, frame = result[:3]
-        if planar and result[3] is not None:  # here, so the next frame's rasterising overlaps this one's
-            composite_planes(frame, result[3])
+        if planar:
+            if result[3] is not None:  # here, so the next frame's rasterising overlaps this one's
+                composite_planes(frame, result[3])
             writers[0].write(frame, time)
         else:
             hand_over(frame, index, time)
