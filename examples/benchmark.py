@@ -568,8 +568,6 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
     in one run: {run: {size: fps}}."""
     import tempfile
 
-    from trackoverlay.utils.tracks.contract import Tracks
-    from trackoverlay.utils.tracks.track_file import save_tracks_json
     from trackoverlay.utils.video.nvcodec import probe_nvdec
 
     results = {}
@@ -577,11 +575,7 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
         _warm_up(folder, backends, preset)
         for size in sizes:
             width, height = parse_size(size)
-            clip, tracks = os.path.join(folder, f"{size}.mp4"), os.path.join(folder, f"{size}.json")
-            _video_clip(clip, width, height, frames)
-            rng = np.random.default_rng(0)
-            path = (rng.random((frames, 100, 2)) * [width, height]).astype(np.float32)
-            save_tracks_json(Tracks(path, np.ones((frames, 100), bool)), tracks)
+            clip, tracks = _video_inputs(folder, size, width, height, frames)
             runs = video_runs(clip, tracks, folder, preset, backends)
             if "gpu" in backends and probe_nvdec()[0]:
                 runs["CLI, track file (100 points), gpu, NVDEC decode"] = lambda: _overlay_cli(
@@ -593,15 +587,21 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
     return results
 
 
-def _warm_up(folder: str, backends, preset: str) -> None:
-    """Render a short clip once per backend and path, untimed (kernels compiled, caches warm)."""
+def _video_inputs(folder: str, name: str, width: int, height: int, frames: int) -> tuple[str, str]:
+    """(clip, track file) in ``folder``: the textured clip and 100 random points a frame over it."""
     from trackoverlay.utils.tracks.contract import Tracks
     from trackoverlay.utils.tracks.track_file import save_tracks_json
 
-    clip, tracks = os.path.join(folder, "warm.mp4"), os.path.join(folder, "warm.json")
-    _video_clip(clip, 320, 240, 8)
-    path = (np.random.default_rng(0).random((8, 100, 2)) * [320, 240]).astype(np.float32)
-    save_tracks_json(Tracks(path, np.ones((8, 100), bool)), tracks)
+    clip, tracks = os.path.join(folder, f"{name}.mp4"), os.path.join(folder, f"{name}.json")
+    _video_clip(clip, width, height, frames)
+    path = (np.random.default_rng(0).random((frames, 100, 2)) * [width, height]).astype(np.float32)
+    save_tracks_json(Tracks(path, np.ones((frames, 100), bool)), tracks)
+    return clip, tracks
+
+
+def _warm_up(folder: str, backends, preset: str) -> None:
+    """Render a short clip once per backend and path, untimed (kernels compiled, caches warm)."""
+    clip, tracks = _video_inputs(folder, "warm", 320, 240, 8)
     for backend in backends:
         for rgb in (False, True):
             _overlay_cli(clip, os.path.join(folder, "warm-out.mp4"), preset, backend, "--tracks", tracks, rgb=rgb)
