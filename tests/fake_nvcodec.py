@@ -195,3 +195,4 @@ def forget_probes() -> None:
 
     nvcodec._library.cache_clear()
     nvcodec.probe_nvdec.cache_clear()
+    nvcodec._nvenc_absent.clear()

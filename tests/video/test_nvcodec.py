@@ -329,6 +329,26 @@ def test_nvenc_that_does_not_start_falls_back_to_x264(fake, tmp_path, sound_clip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4"]
 
 
+def test_a_gpu_without_nvenc_is_tried_once_per_process(fake, tmp_path, caplog):
+    """A GPU that has no encoder (NV_ENC_ERR_NO_ENCODE_DEVICE, as on H100s) costs one failed start, not one a
+    render; other start failures (say, a consumer card's sessions all busy) are tried again next time."""
+    fake.fail_encoder = NVENC_ERROR
+    with caplog.at_level(logging.INFO, logger="trackoverlay"):
+        for name in ("a.mp4", "b.mp4"):
+            open_video_writer(tmp_path / name, "auto", 64, 48, fps=25).abort()
+    assert sum(call[0] == "CreateEncoder" for call in fake.calls) == 1
+    assert caplog.text.count("not NVENC: NVENC cannot start (PyNvVCException: PyNvEncoder constructor failed: "
+                             "NVENC error 2 (NV_ENC_ERR_NO_ENCODE_DEVICE))") == 2
+    with pytest.raises(RuntimeError, match=r"encoder 'nvenc' was requested but NVENC cannot start"):
+        open_video_writer(tmp_path / "c.mp4", "nvenc", 64, 48, fps=25)
+    forget_probes()
+    fake.fail_encoder = "PyNvEncoder constructor failed: NVENC error 10 (NV_ENC_ERR_ENCODER_BUSY)"
+    for name in ("d.mp4", "e.mp4"):
+        open_video_writer(tmp_path / name, "auto", 64, 48, fps=25).abort()
+    assert sum(call[0] == "CreateEncoder" for call in fake.calls) == 3
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_without_the_extra_x264_is_chosen_quietly(absent, tmp_path, caplog):
     with caplog.at_level(logging.DEBUG, logger="trackoverlay"):
         writer = open_video_writer(tmp_path / "out.mp4", "auto", 64, 48, fps=25)

@@ -94,6 +94,11 @@ def _library():
     return nvc, ""
 
 
+_NO_ENCODER = ("NV_ENC_ERR_NO_ENCODE_DEVICE", "NV_ENC_ERR_UNSUPPORTED_DEVICE")
+"""NVENC's errors for a GPU without the encoder (data-centre GPUs): a start that fails so is not tried again."""
+_nvenc_absent: dict = {}  # codec -> why this process's GPU has no NVENC (a failed start costs about 0.4 s)
+
+
 def _gpu_arrays():
     """The array module of GPU frames (CuPy)."""
     import cupy
@@ -522,6 +527,8 @@ class NvencWriter(VideoWriter):
             raise NvcodecUnavailable(f"NVENC takes even frame sizes, and the frames are {width}x{height}")
         if not hasattr(av.container.OutputContainer, "add_mux_stream"):
             raise NvcodecUnavailable(f"PyAV {av.__version__} cannot mux encoded packets (no add_mux_stream)")
+        if codec in _nvenc_absent:
+            raise NvcodecUnavailable(_nvenc_absent[codec])
         super().__init__(path, fps, crf, preset, codec=codec, inputs=inputs, audio=audio, time_base=time_base)
         self._codec = codec
         self._frame_shape = (height, width, 3)
@@ -540,7 +547,10 @@ class NvencWriter(VideoWriter):
         except Exception as error:  # PyNvVideoCodec's errors have no common base
             self._audio = None  # the caller's, untouched: the fallback writer takes it
             self.abort()
-            raise NvcodecUnavailable(f"NVENC cannot start ({_describe(error)})") from error
+            reason = f"NVENC cannot start ({_describe(error)})"
+            if any(code in str(error) for code in _NO_ENCODER):
+                _nvenc_absent[codec] = reason
+            raise NvcodecUnavailable(reason) from error
 
     def write(self, frame, time: Fraction | float | None = None) -> None:
         """Append one uint8 RGB [H, W, 3] frame (CuPy, or NumPy: uploaded) shown at ``time`` seconds."""
