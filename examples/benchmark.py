@@ -471,8 +471,12 @@ def bench_cupyx_blur(height: int, width: int, weights, repeat: int) -> dict:
 # ------------------------------------------------------------------ video path (scene "video")
 
 
+CLIP_SPEED = 3
+"""Pixels the benchmark clip's texture moves right each frame."""
+
+
 def _video_clip(path: str, width: int, height: int, frames: int) -> None:
-    """A textured, moving test clip (x264 crf 18 veryfast), so decoding does real work."""
+    """A textured clip moving ``CLIP_SPEED`` px right a frame (x264 crf 18 veryfast), so decoding does real work."""
     import av
 
     y, x = np.mgrid[0:height, 0:width]
@@ -481,11 +485,22 @@ def _video_clip(path: str, width: int, height: int, frames: int) -> None:
         stream = container.add_stream("libx264", rate=30, options={"crf": "18", "preset": "veryfast"})
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         for index in range(frames):
-            frame = np.roll(base, 3 * index, axis=1)[..., None].repeat(3, axis=2)
+            frame = np.roll(base, CLIP_SPEED * index, axis=1)[..., None].repeat(3, axis=2)
             image = av.VideoFrame.from_ndarray(frame, format="rgb24")
             image.pts = index
             container.mux(stream.encode(image))
         container.mux(stream.encode(None))
+
+
+def riding_points(frames: int, width: int, height: int, count: int = 100, seed: int = 0) -> np.ndarray:
+    """float32 [frames, count, 2]: points riding on the benchmark clip's texture with a slow wobble, as a
+    tracker following it reports them (wrapping round at the right edge, as the texture does)."""
+    rng = np.random.default_rng(seed)
+    start, phase = rng.random((count, 2)) * [width, height], rng.random(count) * 2 * np.pi
+    time = np.arange(frames)[:, None]
+    x = (start[:, 0] + CLIP_SPEED * time) % width
+    y = np.clip(start[:, 1] + 6 * np.sin(time / 20 + phase), 0, height - 1)
+    return np.stack([x, y], axis=-1).astype(np.float32)
 
 
 def _transcode(source: str, target: str, preset: str, threaded: bool) -> int:
@@ -543,7 +558,7 @@ def _overlay_cli(source: str, target: str, preset: str, backend: str, *extra: st
 PLAIN = "plain transcode"
 
 
-def video_runs(clip: str, tracks: str, folder: str, preset: str, backends) -> dict:
+def video_runs(clip: str, tracks: str, jumping: str, folder: str, preset: str, backends) -> dict:
     """Name -> function rendering ``clip`` once (the runs of the video scene)."""
     out = os.path.join(folder, "out.mp4")
     nothing = ("--tracks", tracks, "--no-lines", "--no-boxes")
@@ -558,6 +573,8 @@ def video_runs(clip: str, tracks: str, folder: str, preset: str, backends) -> di
             clip, out, preset, b, "--tracks", tracks, "--decoder", "cpu")
         runs[f"CLI, track file (100 points), {backend}, RGB (forced)"] = lambda b=backend: _overlay_cli(
             clip, out, preset, b, "--tracks", tracks, "--decoder", "cpu", rgb=True)
+    runs[f"CLI, points jumping at random every frame, {backends[-1]}, YUV"] = lambda: _overlay_cli(
+        clip, out, preset, backends[-1], "--tracks", jumping, "--decoder", "cpu")
     runs[f"CLI, detection (corners, 100 points), {backends[-1]}, YUV"] = lambda: _overlay_cli(
         clip, out, preset, backends[-1])
     return runs
@@ -575,8 +592,8 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
         _warm_up(folder, backends, preset)
         for size in sizes:
             width, height = parse_size(size)
-            clip, tracks = _video_inputs(folder, size, width, height, frames)
-            runs = video_runs(clip, tracks, folder, preset, backends)
+            clip, tracks, jumping = _video_inputs(folder, size, width, height, frames)
+            runs = video_runs(clip, tracks, jumping, folder, preset, backends)
             if "gpu" in backends and probe_nvdec()[0]:
                 runs["CLI, track file (100 points), gpu, NVDEC decode"] = lambda: _overlay_cli(
                     clip, os.path.join(folder, "out.mp4"), preset, "gpu", "--tracks", tracks, "--decoder", "nvdec")
@@ -587,21 +604,25 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
     return results
 
 
-def _video_inputs(folder: str, name: str, width: int, height: int, frames: int) -> tuple[str, str]:
-    """(clip, track file) in ``folder``: the textured clip and 100 random points a frame over it."""
+def _video_inputs(folder: str, name: str, width: int, height: int, frames: int) -> tuple[str, str, str]:
+    """(clip, track file, jumping track file) in ``folder``: the textured clip, 100 points riding on it
+    (:func:`riding_points`), and 100 points at new random places every frame (x264's worst case: the
+    overlay it has to encode never matches the frame before)."""
     from trackoverlay.utils.tracks.contract import Tracks
     from trackoverlay.utils.tracks.track_file import save_tracks_json
 
-    clip, tracks = os.path.join(folder, f"{name}.mp4"), os.path.join(folder, f"{name}.json")
+    clip, tracks, jumping = (os.path.join(folder, f"{name}{tail}") for tail in (".mp4", ".json", "-jumping.json"))
     _video_clip(clip, width, height, frames)
-    path = (np.random.default_rng(0).random((frames, 100, 2)) * [width, height]).astype(np.float32)
-    save_tracks_json(Tracks(path, np.ones((frames, 100), bool)), tracks)
-    return clip, tracks
+    visible = np.ones((frames, 100), bool)
+    save_tracks_json(Tracks(riding_points(frames, width, height), visible), tracks)
+    random = (np.random.default_rng(0).random((frames, 100, 2)) * [width, height]).astype(np.float32)
+    save_tracks_json(Tracks(random, visible), jumping)
+    return clip, tracks, jumping
 
 
 def _warm_up(folder: str, backends, preset: str) -> None:
     """Render a short clip once per backend and path, untimed (kernels compiled, caches warm)."""
-    clip, tracks = _video_inputs(folder, "warm", 320, 240, 8)
+    clip, tracks, _ = _video_inputs(folder, "warm", 320, 240, 8)
     for backend in backends:
         for rgb in (False, True):
             _overlay_cli(clip, os.path.join(folder, "warm-out.mp4"), preset, backend, "--tracks", tracks, rgb=rgb)
