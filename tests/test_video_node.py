@@ -260,6 +260,9 @@ class FailingRenderer:
         self._count()
         return self.renderer.rasterize(display_list, height, width, glow=glow)
 
+    def host_array(self, nbytes):  # the YUV path's frame memory
+        return self.renderer.host_array(nbytes)
+
 
 def demo_points():
     return DemoPoints(DemoClip(WIDTH, HEIGHT, dots=5))

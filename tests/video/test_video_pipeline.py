@@ -1,4 +1,4 @@
-"""The three-stage pipeline under the video path: order, back-pressure, and shutdown on any stage's error."""
+"""The staged pipeline under the video path: order, back-pressure, and shutdown on any stage's error."""
 
 import threading
 import time
@@ -24,6 +24,22 @@ def test_items_pass_in_order_through_all_three_stages():
     assert all(name != threading.main_thread().name for stage, name in threads if stage == "consume")
 
 
+def test_a_finish_stage_runs_on_its_own_thread_between_transform_and_consume():
+    seen, threads = [], {}
+
+    def stage(name, function):
+        def run(item):
+            threads.setdefault(name, set()).add(threading.current_thread().name)
+            return function(item)
+        return run
+
+    done = Pipeline(depth=2).run(iter(range(50)), stage("transform", lambda item: item * 10),
+                                 stage("consume", seen.append), finish=stage("finish", lambda item: item + 1))
+    assert done == 50 and seen == [10 * i + 1 for i in range(50)]
+    assert threads["transform"] == {threading.main_thread().name}
+    assert len(threads["finish"]) == 1 and not threads["finish"] & (threads["transform"] | threads["consume"])
+
+
 def test_back_pressure_bounds_the_items_in_flight():
     produced, consumed = [0], [0]
     most = [0]
@@ -42,7 +58,7 @@ def test_back_pressure_bounds_the_items_in_flight():
     assert most[0] <= 2 * 2 + 3  # two queues of 2, plus one item in each stage
 
 
-@pytest.mark.parametrize("stage", ["produce", "transform", "consume", "after"])
+@pytest.mark.parametrize("stage", ["produce", "transform", "finish", "consume", "after"])
 def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage):
     pulled = [0]
 
@@ -58,6 +74,11 @@ def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage):
             raise ValueError("bad frame")
         return item
 
+    def finish(item):
+        if stage == "finish" and item == 5:
+            raise RuntimeError("cudaErrorLaunchFailure")
+        return item
+
     def consume(item):
         if stage == "consume" and item == 5:
             raise OSError(28, "No space left on device")
@@ -67,8 +88,9 @@ def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage):
             raise KeyboardInterrupt
 
     before = threading.active_count()
-    expected = {"produce": OSError, "transform": ValueError, "consume": OSError, "after": KeyboardInterrupt}[stage]
+    expected = {"produce": OSError, "transform": ValueError, "finish": RuntimeError, "consume": OSError,
+                "after": KeyboardInterrupt}[stage]
     with pytest.raises(expected):
-        Pipeline(depth=2).run(items(), transform, consume, after)
+        Pipeline(depth=2).run(items(), transform, consume, after, finish=finish)
     assert pulled[0] < 20  # stopped promptly, not after the 10 000 items
     assert threading.active_count() == before  # the stage threads are gone

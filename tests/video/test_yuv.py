@@ -25,6 +25,7 @@ from trackoverlay.utils.video.stream import (
     render_video,
 )
 from trackoverlay.utils.video.yuv import (
+    PlaneBuffers,
     YuvPlanes,
     composite_planes,
     overlay_planes,
@@ -181,6 +182,66 @@ def test_planes_are_copies_never_ffmpegs_buffers(tmp_path):
         for buffer, old in zip(buffers, before):
             np.testing.assert_array_equal(buffer, old)
         assert (planes.y != before[0].reshape(48, -1)[:, :64]).all()
+
+
+def test_plane_buffers_are_reused_only_once_nothing_holds_their_planes():
+    """A frame's planes share one buffer; it is handed out again only after every plane (or a view of one)
+    is gone, and new memory comes from the given allocator."""
+    given = []
+    buffers = PlaneBuffers(lambda nbytes: given.append(nbytes) or np.empty(nbytes, np.uint8))
+    shapes = [(4, 6), (2, 3), (2, 3)]
+    first = buffers.take(shapes)
+    assert [plane.shape for plane in first] == shapes and given == [36]
+    kept = first[2][1:, 1:]  # a view of the last plane keeps the whole frame's buffer
+    del first
+    second = buffers.take(shapes)
+    assert buffers.allocated == 2 and not np.shares_memory(second[0], kept)
+    del kept
+    third = buffers.take(shapes)
+    assert buffers.allocated == 2 and not any(np.shares_memory(a, b) for a in third for b in second)
+    del second
+    fourth = buffers.take(shapes)
+    assert buffers.allocated == 2 and not np.shares_memory(fourth[0], third[0])
+
+
+def test_plane_buffers_wait_for_the_encoder_to_let_go_of_wrapped_planes(tmp_path):
+    """Planes wrapped for the encoder without a copy (PyAV's DLPack frames) keep their buffer out of reuse
+    until FFmpeg's frame is gone, so a later frame never overwrites a picture still being encoded."""
+    if not video_io._wraps_planes():
+        pytest.skip("this PyAV copies planes into FFmpeg's frame; nothing to wait for")
+    clip = make_video(tmp_path / "clip.mp4", frames=2)
+    buffers = PlaneBuffers()
+    with av.open(str(clip)) as container:
+        decoded = list(container.decode(video=0))
+    planes = planes_from_frame(decoded[0], buffers=buffers)
+    picture = video_io._planes_frame(planes)
+    want = picture.to_ndarray().copy()
+    del planes
+    again = planes_from_frame(decoded[1], buffers=buffers)
+    assert buffers.allocated == 2
+    np.testing.assert_array_equal(picture.to_ndarray(), want)
+    del picture, again
+    planes_from_frame(decoded[0], buffers=buffers)
+    assert buffers.allocated == 2
+
+
+def test_a_render_decodes_into_a_few_reused_buffers(tmp_path, cpu_renderer):
+    """The YUV path allocates frame memory per frame in flight (the pipeline's queues), not per frame."""
+    allocated = []
+
+    class Counting(CpuRenderer):
+        def host_array(self, nbytes):
+            allocated.append(nbytes)
+            return super().host_array(nbytes)
+
+    clip = smooth_clip(tmp_path / "clip.mp4", frames=30)
+    renderer = Counting()
+    try:
+        render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(30, 8, 160, 96)), SPEC, renderer,
+                     tmp_path / "out.mp4", crf=0, preset="ultrafast")
+    finally:
+        renderer.close()
+    assert 1 <= len(allocated) <= stream.FRAMES_IN_FLIGHT and set(allocated) == {160 * 96 * 3 // 2}
 
 
 @pytest.mark.parametrize("wrapped", [True, False], ids=["planes-wrapped", "planes-copied"])
@@ -363,6 +424,9 @@ class HostGpu:
             raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
         return display_list
 
+    def host_array(self, nbytes):
+        return self.cpu.host_array(nbytes)
+
     def draw_planes(self, scene, planes, glow=None):
         layer = self.cpu.rasterize(scene, planes.height, planes.width, glow=glow)
         composite_planes(planes, planar_layer(layer.pixels, layer.color, layer.alpha, planes))
@@ -391,6 +455,24 @@ def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_rend
     assert ("continuing on the CPU" in caplog.text) == fail
 
 
+def test_frames_with_nothing_to_draw_are_encoded_as_decoded_without_a_draw(tmp_path, cpu_renderer):
+    """Frames whose points are all hidden reach the encoder bit-identical, and no renderer is asked to draw
+    them (no upload, no raster); frames with points are drawn as before."""
+    clip = smooth_clip(tmp_path / "clip.mp4")
+    tracks = random_tracks(4, 12, 160, 96, seed=3)
+    visible = tracks.visibility.copy()
+    visible[1:3] = False
+    gpu = HostGpu(cpu_renderer)
+    output = tmp_path / "out.mp4"
+    render_video(FrameSource.from_video(clip), TrackPoints(Tracks(tracks.path, visible)), SPEC,
+                 FallbackRenderer(gpu, CpuRenderer), output, crf=0, preset="ultrafast")
+    ours, source = decoded_planes(output), decoded_planes(clip)
+    for index in (1, 2):
+        for plane, want in zip(ours[index], source[index]):
+            np.testing.assert_array_equal(plane, want)
+    assert gpu.calls == 2 and not np.array_equal(ours[0][0], source[0][0])
+
+
 def test_planes_the_gpu_drew_are_not_held_while_the_video_streams(tmp_path, cpu_renderer, monkeypatch):
     """Frames drawn in place on the GPU go to the encoder and are let go: at most the pipeline's queues'
     worth are alive at any frame (the memory budget counts on it), however long the clip."""
@@ -416,7 +498,7 @@ def test_planes_the_gpu_drew_are_not_held_while_the_video_streams(tmp_path, cpu_
     render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(24, 8, 160, 96)), SPEC,
                  FallbackRenderer(CountingGpu(cpu_renderer), CpuRenderer), tmp_path / "out.mp4", crf=0,
                  preset="ultrafast")
-    assert len(alive) == 24 and max(alive) <= 2 * stream.QUEUE_DEPTH + 4
+    assert len(alive) == 24 and max(alive) <= stream.FRAMES_IN_FLIGHT
 
 
 # ------------------------------------------------------------------ GPU

@@ -33,6 +33,8 @@ class CpuRenderer(Renderer):
 
     def rasterize(self, display_list: DisplayList, height: int, width: int, glow: Glow | None = None) -> SparseLayer:
         """The premultiplied overlay layer of ``display_list`` (over its ``glow``) as a sparse layer."""
+        if not display_list.primitive_count:
+            return SparseLayer.empty(height, width)
         prepared = prepare(display_list)
         parts = self.pool.map(lambda rows: rasterize_band(prepared, rows, height, width),
                               self.pool.bands(height, _raster_bands(height)))

@@ -61,6 +61,10 @@ class FallbackRenderer:
         None once rendering is on the CPU (the caller then takes the CPU path)."""
         return self._on_gpu(function)[1]
 
+    def host_array(self, nbytes: int):
+        """See :meth:`Renderer.host_array` (the GPU renderer's while it renders)."""
+        return (self._cpu or self._gpu).host_array(nbytes)
+
     def render(self, frame, display_list, out=None, glow=None):
         """See :meth:`CpuRenderer.render`."""
         return self._call("render", frame, display_list, out=out, glow=glow)

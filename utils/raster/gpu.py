@@ -396,13 +396,18 @@ class GpuRenderer(Renderer):
 
     def _pinned_buffer(self, name: str, nbytes: int) -> np.ndarray:
         """A persistent pinned host buffer of at least ``nbytes`` bytes (uint8 prefix view)."""
-        import cupy
-
         buffer = self._pinned.get(name)
         if buffer is None or buffer.nbytes < nbytes:
-            buffer = np.frombuffer(cupy.cuda.alloc_pinned_memory(max(nbytes, 1)), np.uint8)
+            buffer = self.host_array(nbytes)
             self._pinned[name] = buffer
         return buffer[:nbytes]
+
+    def host_array(self, nbytes: int) -> np.ndarray:
+        """A new page-locked uint8 host array of ``nbytes``: copies to and from the GPU run asynchronously,
+        about four times faster than from pageable memory."""
+        import cupy
+
+        return np.frombuffer(cupy.cuda.alloc_pinned_memory(max(nbytes, 1)), np.uint8)[:nbytes]
 
     def bin(self, scene: DeviceScene, height: int, width: int, frames: range = range(1),
             wait: bool = True) -> TileBins:

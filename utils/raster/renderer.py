@@ -32,6 +32,10 @@ class Renderer:
         """The premultiplied overlay layer of ``display_list`` (over its ``glow``) as a sparse layer."""
         raise NotImplementedError
 
+    def host_array(self, nbytes: int) -> np.ndarray:
+        """A new uint8 host array of ``nbytes`` for frames this renderer will draw on (the GPU's is page-locked)."""
+        return np.empty(nbytes, np.uint8)
+
     def render(self, frame: np.ndarray, display_list: DisplayList, out: np.ndarray | None = None,
                glow: Glow | None = None) -> np.ndarray:
         """``display_list`` (with its ``glow``) composited over ``frame`` into a new frame (or ``out``)."""

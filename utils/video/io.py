@@ -27,7 +27,7 @@ from ..core.checks import Range
 from ..core.log import LOGGER
 from . import paths
 from .formats import OutputFormat, choose_format
-from .yuv import PLANAR_FORMATS, YuvPlanes, is_full_range, matrix_tag, planes_from_frame, yuv_coefficients
+from .yuv import PLANAR_FORMATS, PlaneBuffers, YuvPlanes, is_full_range, matrix_tag, planes_from_frame, yuv_coefficients
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 _VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-used per x264 preset
@@ -278,28 +278,31 @@ class VideoFrames:
     """
 
     def __init__(self, container, stream, path: str, start: int = 0, yuv: bool = False, rgb: bool = True,
-                 begun: tuple | None = None):
+                 begun: tuple | None = None, buffers: PlaneBuffers | None = None):
         self._container = container
         self.path = path
         self.start = start
         self.stats = DecodeStats() if begun is None else begun[1]
         self._wanted = {}  # shared with the decoder loop (not self: dropping an unfinished iterator closes it)
-        self.outputs(yuv, rgb)
+        self.outputs(yuv, rgb, buffers)
         wanted = self._wanted
 
         def convert(frame) -> tuple:
             image = frame_to_rgb(frame) if wanted["rgb"] else None
-            return image, (planes_from_frame(frame, _quarter_turns(frame.rotation)) if wanted["yuv"] else None)
+            if not wanted["yuv"]:
+                return image, None
+            return image, planes_from_frame(frame, _quarter_turns(frame.rotation), wanted["buffers"])
 
         self._frames = _decode(container, stream, path, start, self.stats, convert, begun and begun[0])
 
-    def outputs(self, yuv: bool = False, rgb: bool = True) -> None:
-        """Choose what the frames come with (see the class docstring); before the first frame only."""
+    def outputs(self, yuv: bool = False, rgb: bool = True, buffers: PlaneBuffers | None = None) -> None:
+        """Choose what the frames come with (see the class docstring; ``buffers`` holds the planes, default a
+        new :class:`~.yuv.PlaneBuffers`); before the first frame only."""
         if not (yuv or rgb):
             raise ValueError("decoded frames need RGB images, YUV planes or both; ask for at least one")
         if self.stats.read:
             raise ValueError("choose what decoded frames come with before the first one is read")
-        self._wanted.update(yuv=yuv, rgb=rgb)
+        self._wanted.update(yuv=yuv, rgb=rgb, buffers=PlaneBuffers() if buffers is None else buffers)
 
     def timed(self) -> Iterator[DecodedFrame]:
         """The remaining frames with their index and time."""
@@ -323,9 +326,10 @@ class VideoFrames:
     __del__ = close  # dropped unfinished: release the file now, as a generator's cleanup would
 
 
-def iter_video_frames(path, start: int = 0, *, yuv: bool = False, rgb: bool = True) -> VideoFrames:
+def iter_video_frames(path, start: int = 0, *, yuv: bool = False, rgb: bool = True,
+                      buffers: PlaneBuffers | None = None) -> VideoFrames:
     """Decode ``path`` one frame at a time from frame ``start`` on: upright uint8 RGB [H, W, 3] per frame
-    (``yuv``: with the YUV planes too; see :class:`VideoFrames`).
+    (``yuv``: with the YUV planes too, held in ``buffers``; see :class:`VideoFrames`).
 
     The file is opened (and checked) at call time; it is closed when the
     iterator is exhausted or closed (started or not). Seeking is
@@ -336,7 +340,7 @@ def iter_video_frames(path, start: int = 0, *, yuv: bool = False, rgb: bool = Tr
         raise ValueError(f"start frame must be a whole number >= 0, got {start!r}")
     container, stream = _open_video(path)
     stream.thread_type = "AUTO"
-    return VideoFrames(container, stream, os.fspath(path), start, yuv, rgb)
+    return VideoFrames(container, stream, os.fspath(path), start, yuv, rgb, buffers=buffers)
 
 
 def open_video(path) -> tuple[VideoInfo, VideoFrames]:

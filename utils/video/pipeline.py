@@ -1,15 +1,18 @@
-"""Three stages on three threads: produce -> transform -> consume, with bounded queues.
+"""Stages on threads of their own: produce -> transform -> [finish] -> consume, with bounded queues.
 
 ::
 
-    produce (thread)  ─▶ queue(depth) ─▶ transform (caller's thread) ─▶ queue(depth) ─▶ consume (thread)
+    produce (thread) ─▶ queue ─▶ transform (caller's thread) ─▶ queue ─▶ [finish (thread) ─▶ queue ─▶]
+        consume (thread)
 
-The caller's thread runs the middle stage, so signal handlers (Ctrl-C,
+The caller's thread runs ``transform``, so signal handlers (Ctrl-C,
 SIGTERM) and host callbacks that raise (ComfyUI's interrupt) act where they
-always did. Full queues block the stage in front (back-pressure), so memory
-is bounded by the queue depths. The first error in any stage stops all
-three: the other threads finish their current item and exit, and the error
-is raised in the caller's thread. Order is kept (one thread per stage).
+always did; an optional ``finish`` stage splits the middle work over two
+threads (the video path builds a frame's overlay while the GPU draws the
+one before). Full queues block the stage in front (back-pressure), so
+memory is bounded by the queue depths. The first error in any stage stops
+them all: the other threads finish their current item and exit, and the
+error is raised in the caller's thread. Order is kept (one thread per stage).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class _Stopped(Exception):
 
 
 class Pipeline:
-    """Runs one produce -> transform -> consume pass; see the module docstring.
+    """Runs one produce -> transform -> [finish ->] consume pass; see the module docstring.
 
     Example::
 
@@ -75,8 +78,9 @@ class Pipeline:
             raise self._errors[0]
 
     def run(self, items: Iterable, transform: Callable, consume: Callable,
-            after_transform: Callable[[int], None] | None = None) -> int:
-        """Feed ``items`` through ``transform`` into ``consume``; returns how many were consumed.
+            after_transform: Callable[[int], None] | None = None, finish: Callable | None = None) -> int:
+        """Feed ``items`` through ``transform`` (and ``finish``, on its own thread) into ``consume``; returns how
+        many were consumed.
 
         ``after_transform(count)`` runs in the caller's thread after each item
         is handed on (progress bars; raising there stops the pipeline).
@@ -90,12 +94,23 @@ class Pipeline:
                 self._put(inbox, item)
             self._put(inbox, _END)
 
-        def drain():
-            while (item := self._get(outbox)) is not _END:
+        def drain(channel: queue.Queue):
+            while (item := self._get(channel)) is not _END:
                 consume(item)
                 consumed[0] += 1
 
-        threads = [self._thread("decode", produce), self._thread("encode", drain)]
+        threads = [self._thread("decode", produce)]
+        if finish is None:
+            threads.append(self._thread("encode", lambda: drain(outbox)))
+        else:
+            finished: queue.Queue = queue.Queue(self.depth)
+
+            def relay():
+                while (item := self._get(outbox)) is not _END:
+                    self._put(finished, finish(item))
+                self._put(finished, _END)
+
+            threads += [self._thread("finish", relay), self._thread("encode", lambda: drain(finished))]
         try:
             count = 0
             while True:
@@ -110,7 +125,7 @@ class Pipeline:
                 count += 1
                 if after_transform is not None:
                     after_transform(count)
-            threads[1].join()
+            threads[-1].join()
         except _Stopped:
             pass
         finally:

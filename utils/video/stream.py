@@ -61,9 +61,12 @@ from .budget import Budget
 from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video, probe_video
 from .nvcodec import FrameHandOver, open_frames, open_video_writer, place_frame
 from .pipeline import Pipeline
-from .yuv import composite_planes, draw_planes
+from .yuv import PlaneBuffers, composite_planes, draw_planes
 
 QUEUE_DEPTH = 2
+FRAMES_IN_FLIGHT = 3 * QUEUE_DEPTH + 4
+"""The most decoded frames a render holds at once (three queues, one frame in each of four stages); the memory
+budget counts on it."""
 _YUV_COMPOSITE = True  # False draws every video in RGB (the reference the YUV path is tested against)
 
 
@@ -480,20 +483,22 @@ class FrameSource:
         fps = Fraction(clip.fps).limit_denominator(1_000_000)
         return cls(frames, clip.width, clip.height, fps, clip.frame_count, clip, canvas=canvas)
 
-    def timed(self, start: int = 0, yuv: bool = False, rgb: bool = True) -> Iterator[DecodedFrame]:
+    def timed(self, start: int = 0, yuv: bool = False, rgb: bool = True,
+              buffers: PlaneBuffers | None = None) -> Iterator[DecodedFrame]:
         """Frames from index ``start`` on with their index and time (videos seek; others skip).
 
-        ``yuv`` (a ``planar`` video only) adds each frame's YUV planes; without
-        ``rgb`` a video's frames come without their RGB image.
+        ``yuv`` (a ``planar`` video only) adds each frame's YUV planes, held in
+        ``buffers``; without ``rgb`` a video's frames come without their RGB image.
         """
         if self.path is not None:
             stats = getattr(self.frames, "stats", None)
             fresh = start == 0 and self._opened_by == self.decoder and stats is not None and stats.read == 0
             if fresh and isinstance(self.frames, VideoFrames):
-                self.frames.outputs(yuv, rgb)
+                self.frames.outputs(yuv, rgb, buffers)
             elif not fresh:
                 self.close()
-                self.frames = (iter_video_frames(self.path, start, yuv=yuv, rgb=rgb) if self.decoder == "cpu"
+                self.frames = (iter_video_frames(self.path, start, yuv=yuv, rgb=rgb, buffers=buffers)
+                               if self.decoder == "cpu"
                                else open_frames(self.path, start, self.decoder))
                 self._opened_by = self.decoder
             return self.frames.timed()
@@ -678,7 +683,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
     try:
         range_ = FrameRange(start_frame, end_frame, max_frames)
         budget = Budget() if budget is None else budget
-        budget.check_frames(source.width, source.height, 2 * QUEUE_DEPTH + 4)
+        budget.check_frames(source.width, source.height, FRAMES_IN_FLIGHT)
         if spec.glow.enabled:
             budget.check_glow(source.width, source.height)
         _preflight(points, spec, budget, range_)
@@ -719,8 +724,10 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     if points.needs_frames:
         first = 0 if points.warmup is None else max(0, range_.start - points.warmup)
     planar = _stays_in_yuv(source, writers, layer_only, spec, renderer)
-    # in YUV, RGB images are made only for a detector (drawing and encoding use the planes)
-    frames = source.timed(first, yuv=True, rgb=points.needs_frames) if planar else source.timed(first)
+    # in YUV, RGB images are made only for a detector (drawing and encoding use the planes), and the planes
+    # live in reused buffers of the renderer's choosing (page-locked for the GPU)
+    frames = source.timed(first, yuv=True, rgb=points.needs_frames, buffers=PlaneBuffers(renderer.host_array)) \
+        if planar else source.timed(first)
     if range_.stop is not None and not points.needs_frames:
         frames = itertools.takewhile(lambda item: item.index < range_.stop, frames)
     pairs = _warm_up(_paired(frames, points), points, builder, range_)
@@ -746,9 +753,8 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
         elif shape != tuple(size):
             raise ValueError(f"frame {item.index} is {shape[1]}x{shape[0]} but earlier frames are "
                              f"{size[1]}x{size[0]}; all frames must have one size")
-        if planar:  # drawn here on the GPU; on the CPU rasterised here, composited by the encoding thread
-            display_list = builder(frame_points, item.index)
-            return item.index, item.time, planes, draw_planes(renderer, display_list, planes, spec.glow)
+        if planar:  # the overlay is built here and drawn by the next stage, so the two overlap
+            return item.index, item.time, planes, builder(frame_points, item.index)
         xp = np if layer_only else array_module(image)
         buffer = spare.get_nowait()
         if buffer is None or array_module(buffer) is not xp:
@@ -762,6 +768,10 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
             drawn = renderer.render(image, display_list, out=buffer, glow=spec.glow)
         return item.index, item.time, drawn
 
+    def draw_planar(result):  # on the GPU, in place; on the CPU rasterised here, composited by the encoding thread
+        index, time, planes, display_list = result
+        return index, time, planes, draw_planes(renderer, display_list, planes, spec.glow)
+
     def write(result) -> None:
         index, time, frame = result[:3]
         if planar:
@@ -772,7 +782,7 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
             hand_over(frame, index, time)
             spare.put(frame)
 
-    count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress)
+    count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress, finish=draw_planar if planar else None)
     if count == 0:
         raise ValueError("the input has no frames; nothing to render" if range_.start == 0 else
                          f"the input has no frames from frame {range_.start}; nothing to render")

@@ -22,7 +22,9 @@ same sums in its tile kernel (``composite_yuv420_tiles``), in place.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 
@@ -191,11 +193,13 @@ def draw_planes(renderer, display_list, planes: YuvPlanes, glow=None) -> PlanarL
     with ``renderer``.
 
     The GPU renderer composites it at once, in place (host planes cross the
-    bus once each way) and None comes back. Otherwise the layer is
+    bus once each way) and None comes back, as it does for an empty list. Otherwise the layer is
     rasterised on the CPU and its :class:`PlanarLayer` comes back, for
     :func:`composite_planes` to apply (on another thread, if the caller
     likes); the planes' pixels are not read yet.
     """
+    if not display_list.primitive_count:  # nothing to draw, nothing to glow: the planes stay as they are
+        return None
     if _draw_on_gpu(renderer, display_list, planes, glow):
         return None
     sparse = renderer.rasterize(display_list, planes.height, planes.width, glow=glow)
@@ -210,9 +214,50 @@ def overlay_planes(renderer, display_list, planes: YuvPlanes, glow=None) -> None
         composite_planes(planes, layer)
 
 
-def planes_from_frame(frame, turns: int = 0) -> YuvPlanes:
+class _Memory(np.ndarray):
+    """A reused buffer's memory. Its own array type stops NumPy from pointing a frame's plane views past
+    that frame's holder array straight at the buffer, so the holder lives exactly as long as the planes."""
+
+
+class PlaneBuffers:
+    """Reused host memory for decoded frames' planes: decoding allocates once per frame in flight, not once
+    per frame.
+
+    A buffer is used again once nothing holds the planes last made in it (the
+    pipeline's queues, the encoder, the caller: every plane of a frame is a
+    view of one holder array, watched by a weak reference).
+    ``allocate(nbytes)`` gives a new buffer, a uint8 array (default NumPy's;
+    a GPU renderer's page-locked memory makes its copies to and from the GPU
+    asynchronous and about four times faster).
+    """
+
+    def __init__(self, allocate: Callable[[int], np.ndarray] | None = None):
+        self._allocate = allocate or (lambda nbytes: np.empty(nbytes, np.uint8))
+        self._slots: list = []  # [memory, weak reference to the holder of the planes last made in it]
+
+    @property
+    def allocated(self) -> int:
+        """How many buffers were allocated so far."""
+        return len(self._slots)
+
+    def take(self, shapes) -> list[np.ndarray]:
+        """Uninitialised uint8 arrays of ``shapes`` (one frame's planes) in a buffer nothing else uses."""
+        sizes = [int(np.prod(shape)) for shape in shapes]
+        total = sum(sizes)
+        slot = next((slot for slot in self._slots if slot[0].size >= total and slot[1]() is None), None)
+        if slot is None:
+            slot = [self._allocate(total).view(_Memory), None]
+            self._slots.append(slot)
+        holder = slot[0][:total].view(np.ndarray)
+        slot[1] = weakref.ref(holder)
+        starts = np.cumsum([0, *sizes])
+        return [holder[start:start + size].reshape(shape) for start, size, shape in zip(starts, sizes, shapes)]
+
+
+def planes_from_frame(frame, turns: int = 0, buffers: PlaneBuffers | None = None) -> YuvPlanes:
     """Host copies of a decoded 8-bit 4:2:0 ``av.VideoFrame``'s planes, turned ``turns`` quarter turns
-    counter-clockwise (upright); FFmpeg's own buffers are only read. Other formats are converted first."""
+    counter-clockwise (upright), in memory from ``buffers`` (default: new); FFmpeg's own buffers are only
+    read. Other formats are converted first."""
     if frame.format.name not in PLANAR_FORMATS:
         frame = frame.reformat(format="yuvj420p" if is_full_range(frame) else "yuv420p")
     if any(plane.line_size < plane.width for plane in frame.planes):  # bottom-up rows: PyAV lays them out
@@ -224,7 +269,10 @@ def planes_from_frame(frame, turns: int = 0) -> YuvPlanes:
     else:
         sources = [np.frombuffer(plane, np.uint8)[:plane.line_size * plane.height]
                    .reshape(plane.height, plane.line_size)[:, :plane.width] for plane in frame.planes]
-    pictures = [np.ascontiguousarray(np.rot90(source, turns)) if turns else source.copy() for source in sources]
+    sources = [np.rot90(source, turns) for source in sources]
+    pictures = (buffers or PlaneBuffers()).take([source.shape for source in sources])
+    for picture, source in zip(pictures, sources):
+        np.copyto(picture, source)
     colorspace = matrix_tag(frame.colorspace, frame.height)
     return YuvPlanes(*pictures, colorspace=colorspace, full_range=is_full_range(frame),
                      primaries=getattr(frame, "color_primaries", 2), transfer=getattr(frame, "color_trc", 2))
