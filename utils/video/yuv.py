@@ -23,8 +23,8 @@ same sums in its tile kernel (``composite_yuv420_tiles``), in place.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -193,10 +193,10 @@ def draw_planes(renderer, display_list, planes: YuvPlanes, glow=None) -> PlanarL
     with ``renderer``.
 
     The GPU renderer composites it at once, in place (host planes cross the
-    bus once each way) and None comes back, as it does for an empty list. Otherwise the layer is
-    rasterised on the CPU and its :class:`PlanarLayer` comes back, for
-    :func:`composite_planes` to apply (on another thread, if the caller
-    likes); the planes' pixels are not read yet.
+    bus once each way) and None comes back, as it does for an empty list.
+    Otherwise the layer is rasterised on the CPU and its :class:`PlanarLayer`
+    comes back, for :func:`composite_planes` to apply (on another thread, if
+    the caller likes); the planes' pixels are not read yet.
     """
     if not display_list.primitive_count:  # nothing to draw, nothing to glow: the planes stay as they are
         return None
