@@ -548,16 +548,19 @@ class GpuRenderer(Renderer):
         made planar and composited by :mod:`..video.yuv`'s own steps, on CuPy."""
         import cupy
 
-        from ..video.yuv import YuvPlanes, composite_planes, planar_layer, yuv_coefficients
+        from ..video.yuv import (
+            YuvPlanes,
+            composite_planes,
+            packed_planes,
+            planar_layer,
+            yuv_coefficients,
+        )
 
         on_host = isinstance(planes.y, np.ndarray)
         with self._on_stream() as stream:
             if on_host:
-                sizes = [plane.size for plane in (planes.y, planes.u, planes.v)]
-                staging = self._buffer("planes", sum(sizes), cupy.uint8)
-                starts = np.cumsum([0] + sizes[:2])
-                targets = YuvPlanes(*(staging[start:start + size].reshape(plane.shape) for start, size, plane
-                                      in zip(starts, sizes, (planes.y, planes.u, planes.v))),
+                staging = self._buffer("planes", planes.y.size * 3 // 2, cupy.uint8)
+                targets = YuvPlanes(*packed_planes(staging, [plane.shape for plane in (planes.y, planes.u, planes.v)]),
                                     colorspace=planes.colorspace, full_range=planes.full_range)
                 for target, plane in zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)):
                     target.set(plane, stream)

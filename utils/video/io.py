@@ -27,7 +27,15 @@ from ..core.checks import Range
 from ..core.log import LOGGER
 from . import paths
 from .formats import OutputFormat, choose_format
-from .yuv import PLANAR_FORMATS, PlaneBuffers, YuvPlanes, is_full_range, matrix_tag, planes_from_frame, yuv_coefficients
+from .yuv import (
+    PLANAR_FORMATS,
+    PlaneBuffers,
+    YuvPlanes,
+    is_full_range,
+    matrix_tag,
+    planes_from_frame,
+    yuv_coefficients,
+)
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 _VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-used per x264 preset

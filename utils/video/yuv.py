@@ -250,8 +250,14 @@ class PlaneBuffers:
             self._slots.append(slot)
         holder = slot[0][:total].view(np.ndarray)
         slot[1] = weakref.ref(holder)
-        starts = np.cumsum([0, *sizes])
-        return [holder[start:start + size].reshape(shape) for start, size, shape in zip(starts, sizes, shapes)]
+        return packed_planes(holder, shapes)
+
+
+def packed_planes(flat, shapes) -> list:
+    """Views of the 1-D array ``flat`` (NumPy or CuPy) as planes of ``shapes`` packed one after another."""
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    starts = np.cumsum([0, *sizes])
+    return [flat[start:start + size].reshape(shape) for start, size, shape in zip(starts, sizes, shapes)]
 
 
 def planes_from_frame(frame, turns: int = 0, buffers: PlaneBuffers | None = None) -> YuvPlanes:
