@@ -54,6 +54,7 @@ import statistics
 import sys
 import time
 
+import cv2
 import numpy as np
 from trackoverlay.utils.draw.display_list import DisplayList, merge_sequences
 from trackoverlay.utils.draw.labels import label_overlay
@@ -476,11 +477,17 @@ CLIP_SPEED = 3
 
 
 def _video_clip(path: str, width: int, height: int, frames: int) -> None:
-    """A textured clip moving ``CLIP_SPEED`` px right a frame (x264 crf 18 veryfast), so decoding does real work."""
+    """A textured clip moving ``CLIP_SPEED`` px right a frame (x264 crf 18 veryfast), so decoding does real work:
+    smooth noise at two scales, whose blobs have corners that a tracker keeps, as in footage (stripes would
+    leave it only edges to slide along)."""
     import av
 
-    y, x = np.mgrid[0:height, 0:width]
-    base = ((x * 7 + y * 13) % 251).astype(np.uint8)
+    rng = np.random.default_rng(1)
+    base = np.zeros((height, width), np.float32)
+    for cell, weight in ((24, 0.75), (6, 0.25)):
+        noise = rng.random((height // cell + 2, width // cell + 2)).astype(np.float32)
+        base += weight * cv2.resize(noise, (width, height), interpolation=cv2.INTER_CUBIC)
+    base = np.clip(base * 255.0, 0, 255).astype(np.uint8)
     with av.open(path, "w") as container:
         stream = container.add_stream("libx264", rate=30, options={"crf": "18", "preset": "veryfast"})
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"

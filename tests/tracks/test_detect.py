@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 from synthetic import make_clip
-from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks, track_clip
+from trackoverlay.utils.tracks.detect import (
+    TrackDetector,
+    detect_tracks,
+    prepare_ahead,
+    track_clip,
+)
 
 STARTS = np.array([[40, 40], [200, 60], [100, 150], [260, 180], [60, 200]]) + 0.37
 VELOCITY = np.array([[2.3, 1.1], [-1.7, 2.0], [3.0, -0.6], [-2.2, -1.4], [1.2, -2.5]])
@@ -99,6 +104,71 @@ def test_deterministic(dots):
     second = detect_tracks(clip[:6], method="corners")
     np.testing.assert_array_equal(first.path, second.path)
     np.testing.assert_array_equal(first.visibility, second.visibility)
+
+
+def textured_clip(frames=14, width=160, height=120, cut=8):
+    """uint8 frames of smooth noise panning 2 px a frame with a bright square crossing it, and a cut to
+    another texture at frame ``cut``."""
+    import cv2
+
+    rng = np.random.default_rng(5)
+    textures = [cv2.resize(rng.random((height // 8, width // 8 + 8)).astype(np.float32), (width + 64, height),
+                           interpolation=cv2.INTER_CUBIC) for _ in range(2)]
+    clip = np.zeros((frames, height, width, 3), np.uint8)
+    for t in range(frames):
+        picture = np.roll(textures[t >= cut], 2 * t, axis=1)[:, :width] * 200
+        picture[40:60, 20 + 5 * t:40 + 5 * t] = 255
+        clip[t] = np.clip(picture, 0, 255).astype(np.uint8)[..., None]
+    return clip
+
+
+def detect_serially(clip, masks, **params):
+    detector = TrackDetector(**params)
+    finished = []
+    for index, frame in enumerate(clip):
+        finished += detector.push(frame, None if masks is None else masks[index])
+    return detector, finished + detector.finish()
+
+
+@pytest.mark.parametrize("method", ["corners", "motion", "bright", "blobs"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_frames_prepared_ahead_on_threads_give_the_serial_tracks_bit_for_bit(method, threads):
+    clip = textured_clip()
+    masks = np.zeros(clip.shape[:3], bool)
+    masks[:, 10:110, 10:150] = True
+    for subject in (None, masks):
+        serial, expected = detect_serially(clip, subject, method=method, min_distance=8, redetect_interval=3)
+        detector = TrackDetector(method=method, min_distance=8, redetect_interval=3)
+        items = ((frame, None if subject is None else subject[t]) for t, frame in enumerate(clip))
+        got = []
+        for prepared in prepare_ahead(detector, items, threads=threads):
+            got += detector.push_prepared(prepared)
+        got += detector.finish()
+        assert serial.cuts == detector.cuts == [8]
+        assert len(got) == len(expected) == len(clip)
+        for mine, theirs in zip(got, expected):
+            np.testing.assert_array_equal(mine.positions, theirs.positions)
+            np.testing.assert_array_equal(mine.visible, theirs.visible)
+            np.testing.assert_array_equal(mine.opacity, theirs.opacity)
+        assert detector.track_count == serial.track_count > 0
+
+
+def test_a_bad_frame_prepared_ahead_fails_at_its_turn_and_the_threads_stop():
+    import threading
+
+    clip = list(textured_clip(frames=6))
+    clip[4] = clip[4][..., :2]  # two channels
+    detector = TrackDetector()
+    before = threading.active_count()
+    pushed = []
+    with pytest.raises(ValueError, match=r"frames must be RGB images \[B, H, W, 3\]"):
+        for prepared in prepare_ahead(detector, ((frame, None) for frame in clip), threads=3):
+            pushed.append(prepared.index)
+            detector.push_prepared(prepared)
+    assert pushed == [0, 1, 2, 3]
+    assert threading.active_count() == before
+    with pytest.raises(ValueError, match="frame 2 was pushed as frame 0; push prepared frames in the order"):
+        TrackDetector().push_prepared(detector.prepare(clip[0], index=2))
 
 
 def test_lost_point_is_found_again_in_its_column_and_a_short_gap_is_bridged():

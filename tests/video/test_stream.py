@@ -122,6 +122,18 @@ def test_a_glow_too_large_for_the_memory_budget_is_refused_before_any_output(dem
                  budget=budget, max_frames=1)  # the same budget without the glow
 
 
+def test_the_memory_budget_counts_the_frames_a_detector_holds(demo_clip, cpu_renderer, tmp_path):
+    detected = DetectedPoints(TrackDetector(method="bright"))
+    assert detected.frames_held() >= detected.detector.lookahead + 2
+    budget = Budget(160 * 96 * 4 * FRAMES_IN_FLIGHT + (64 << 20) + 1000)  # the pipeline's frames fit, not more
+    with pytest.raises(MemoryBudgetError, match=r"a 160x96 video needs about .* render a smaller video"):
+        render_video(FrameSource.from_demo(demo_clip), detected, SPEC, cpu_renderer, tmp_path / "out.mp4",
+                     budget=budget)
+    assert list(tmp_path.iterdir()) == []
+    render_video(FrameSource.from_demo(demo_clip), DemoPoints(demo_clip), SPEC, cpu_renderer, tmp_path / "out.mp4",
+                 budget=budget, max_frames=1)  # the same budget with points that need no frames
+
+
 @pytest.mark.parametrize("canvas", [True, False])
 def test_a_demo_or_canvas_source_from_a_start_frame_gives_every_later_frame(demo_clip, canvas):
     source = FrameSource.from_demo(demo_clip, canvas=canvas)
@@ -320,3 +332,23 @@ def test_trail_frame_ranges_join_bit_exact(tmp_path, cpu_renderer):
         np.testing.assert_array_equal(joined[name], image, err_msg=name)
     fresh = render("fresh", tracks=Tracks(path[14:], visible[14:]), max_frames=1)  # no history: a different frame
     assert not np.array_equal(fresh["frame_000000.png"], whole["frame_000014.png"])
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_a_detection_render_stopped_midway_leaves_no_file_and_no_thread(demo_clip_file, cpu_renderer, tmp_path,
+                                                                        failure):
+    """Detection decodes on a thread of its own and prepares frames on more: an interrupt (or a failing
+    frame callback) stops them all before the source closes, and nothing is written."""
+    import threading
+
+    def progress(done):
+        if done == 3:
+            raise failure("stop here")
+
+    before = threading.active_count()
+    output = tmp_path / "out.mp4"
+    with pytest.raises(failure, match="stop here"):
+        render_video(FrameSource.from_video(demo_clip_file), DetectedPoints(TrackDetector(method="bright")), SPEC,
+                     cpu_renderer, output, progress=progress)
+    assert threading.active_count() == before
+    assert list(tmp_path.iterdir()) == []

@@ -4,7 +4,7 @@ import threading
 import time
 
 import pytest
-from trackoverlay.utils.video.pipeline import Pipeline
+from trackoverlay.utils.video.pipeline import Pipeline, prefetched
 
 
 def test_items_pass_in_order_through_all_three_stages():
@@ -94,3 +94,37 @@ def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage):
         Pipeline(depth=2).run(items(), transform, consume, after, finish=finish)
     assert pulled[0] < 20  # stopped promptly, not after the 10 000 items
     assert threading.active_count() == before  # the stage threads are gone
+
+
+def test_prefetched_keeps_order_pulls_on_its_own_thread_and_stays_bounded():
+    pulled, threads = [0], set()
+
+    def items():
+        for index in range(30):
+            pulled[0] += 1
+            threads.add(threading.current_thread().name)
+            yield index
+
+    seen = []
+    for item in prefetched(items(), depth=2, name="test-ahead"):
+        time.sleep(0.002)
+        assert pulled[0] - item <= 2 + 2  # the queue of 2, one being put, one being pulled
+        seen.append(item)
+    assert seen == list(range(30))
+    assert threads == {"trackoverlay-test-ahead"}
+
+
+def test_prefetched_raises_a_pull_error_at_its_turn_and_closing_stops_the_thread():
+    def items():
+        yield from range(3)
+        raise OSError("disk read failed")
+
+    before = threading.active_count()
+    got = []
+    with pytest.raises(OSError, match="disk read failed"):
+        got.extend(prefetched(items(), depth=4, name="test-ahead"))
+    assert got == [0, 1, 2]  # everything before the error first
+    endless = prefetched(iter(int, 1), depth=2, name="test-ahead")
+    assert next(endless) == 0
+    endless.close()
+    assert threading.active_count() == before

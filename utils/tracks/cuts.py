@@ -123,10 +123,20 @@ class CutDetector:
 
     def is_cut(self, frame: np.ndarray) -> bool:
         """Whether uint8 RGB ``frame`` starts a new shot (compared with the frame before it)."""
+        return self.is_cut_sampled(self.sample(frame))
+
+    def sample(self, frame: np.ndarray) -> tuple | None:
+        """What :meth:`is_cut_sampled` compares of uint8 RGB ``frame`` (None with cut detection off). Depends
+        on the frame alone: frames may be sampled ahead, on any thread."""
         if self.threshold == 0:
-            return False
+            return None
         small = reduced_frame(frame)
-        current = (colour_histogram(small), cv2.cvtColor(small, cv2.COLOR_RGB2GRAY).astype(np.float32))
+        return colour_histogram(small), cv2.cvtColor(small, cv2.COLOR_RGB2GRAY).astype(np.float32)
+
+    def is_cut_sampled(self, current: tuple | None) -> bool:
+        """:meth:`is_cut` of the next frame's :meth:`sample`."""
+        if current is None:
+            return False
         previous, self._previous = self._previous, current
         if previous is None:
             return False

@@ -26,12 +26,18 @@ Per frame, :class:`TrackDetector`:
    births and deaths over ``fade_frames``.
 
 Motion at a frame is measured toward the next frame, so results come out a
-little after the frames go in (:attr:`TrackDetector.lookahead`).
+little after the frames go in (:attr:`TrackDetector.lookahead`). What a frame
+needs alone (:meth:`TrackDetector.prepare`) can run ahead of its turn on
+other threads (:func:`prepare_ahead`), with the same tracks bit for bit.
 :func:`detect_tracks` runs it over a batch and returns :class:`Tracks`.
 """
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import cv2
@@ -44,7 +50,7 @@ from ..core.log import LOGGER
 from .contract import Tracks, fill_hidden, host_array
 from .cuts import CUT_THRESHOLD_RANGE, DEFAULT_CUT_THRESHOLD, CutDetector
 from .finish import BRIDGE_FRAMES, FADE_FRAMES_RANGE, MIN_TRACK_LENGTH_RANGE, TrackFinisher, TrackFrame
-from .motion import MOVING_LEVEL, MotionFrame, measure_motion
+from .motion import MOVING_LEVEL, MotionFrame, motion_between, reduced
 
 METHODS = ("corners", "blobs", "bright", "motion")
 # Accepted ranges of the numeric detection parameters; the node widgets read these too.
@@ -76,6 +82,9 @@ _LK_PARAMS = dict(maxLevel=3, criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITE
 _FB_MAX_ERROR = 1.0  # pixels: forward-backward round trip must come home this close
 _STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
 _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
+PREPARE_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))
+"""Threads preparing frames ahead of the detector (:func:`prepare_ahead`; OpenCV runs outside Python's lock):
+half the cores, at most 8 (on 16 cores 8 beat 4 and 1 at 1080p, with x264 encoding beside them)."""
 
 
 def _check_frames(frames) -> np.ndarray:
@@ -130,16 +139,6 @@ def subject_masks(subject, frames: int, height: int, width: int) -> np.ndarray:
                     width, height)
         array = np.stack([cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST) for mask in array])
     return array.astype(bool)
-
-
-@dataclass
-class _Frame:
-    """A frame waiting for its successor (motion is measured toward it)."""
-
-    index: int
-    gray: np.ndarray
-    subject: np.ndarray | None
-    shot_start: bool
 
 
 @dataclass
@@ -255,6 +254,31 @@ class _Spots:
         return positions, matched
 
 
+@dataclass(eq=False)
+class PreparedFrame:
+    """A frame's own share of the detector's work (:meth:`TrackDetector.prepare`), which needs no other frame
+    and can run ahead of the frame's turn, on another thread.
+
+    ``motion_in`` (the previous frame's motion toward this one) comes from
+    :meth:`TrackDetector.link` when frames are prepared ahead, else it is
+    measured at the frame's turn; ``candidates`` (new points) are found ahead
+    for frames whose index makes detection due (methods corners and blobs),
+    at their turn otherwise. ``shot_start`` is decided at the frame's turn.
+    """
+
+    index: int
+    gray: np.ndarray
+    small: np.ndarray  # gray reduced for motion measurement (:func:`.motion.reduced`)
+    scale: float  # full pixels per reduced pixel
+    cut_sample: tuple | None  # the cut detector's sample (None with cut detection off)
+    subject: np.ndarray | None  # bool [H, W]: new points only here
+    near_subject: np.ndarray | None  # bool [H, W]: tracks end once they leave this (the subject, grown)
+    spots: _Spots | None  # method bright
+    candidates: np.ndarray | None = None
+    motion_in: MotionFrame | None = None
+    shot_start: bool = False
+
+
 def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
             window: int = _LK_WINDOW):
     """LK-tracked positions from gray ``previous`` into ``current`` (starting from ``guess``, a patch
@@ -345,8 +369,8 @@ class TrackDetector:
         self._live_speed = np.zeros(0, np.float32)  # running own motion, pixels per frame
         self._live_step = np.zeros((0, 2), np.float32)  # last frame-to-frame move
         self._lost = _Lost()
-        self._pending: _Frame | None = None
-        self._previous: _Frame | None = None  # the last processed frame
+        self._pending: PreparedFrame | None = None
+        self._previous: PreparedFrame | None = None  # the last processed frame
         self._camera: np.ndarray | None = None  # camera motion from the last processed frame to the next
         self._starved = False  # the last detection ran out of candidates
         self.frame_index = 0
@@ -366,27 +390,57 @@ class TrackDetector:
     def push(self, frame, subject=None) -> list[TrackFrame]:
         """Add the next RGB frame [H, W, 3] (uint8, or float in 0..1) and, optionally, its subject
         mask (bool [H, W]); returns the frames whose tracks are now finished."""
+        return self.push_prepared(self.prepare(frame, subject))
+
+    def prepare(self, frame, subject=None, index: int | None = None) -> PreparedFrame:
+        """The work on frame ``index`` (default: the next one) that needs no other frame: its gray and reduced
+        copies, the cut detector's sample, bright spots, subject masks, and new-point candidates when its
+        index makes detection due. Thread-safe, so frames can be prepared ahead (:func:`prepare_ahead`)."""
+        index = self.frame_index if index is None else index
         array = _check_frames(frame)
         if len(array) != 1:
             raise ValueError(f"push takes one frame [H, W, 3], got shape {list(array.shape)}")
         rgb = _uint8(array[0])
         gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+        mask = near = None
+        if subject is not None:
+            if np.shape(subject) != gray.shape:
+                raise ValueError(f"subject mask of frame {index} has shape {list(np.shape(subject))}, "
+                                 f"expected {list(gray.shape)} (the frame's height and width)")
+            mask = np.asarray(subject, bool)
+            reach = max(3, round(0.01 * max(gray.shape)))
+            near = cv2.dilate(mask.astype(np.uint8), np.ones((2 * reach + 1,) * 2, np.uint8)).astype(bool)
+        small, scale = reduced(gray)
+        spots = _Spots.find(gray, self.sensitivity) if self.method == "bright" else None
+        prepared = PreparedFrame(index, gray, small, scale, self._cuts.sample(rgb), mask, near, spots)
+        if index % self.redetect_interval == 0 and self.method in ("corners", "blobs"):
+            prepared.candidates = self._find_candidates(prepared)
+        return prepared
+
+    @staticmethod
+    def link(earlier: PreparedFrame, later: PreparedFrame) -> None:
+        """Measure consecutive frames' motion (``earlier`` toward ``later``) into ``later.motion_in``, ahead of
+        their turn; thread-safe. Frames of different sizes are left to :meth:`push_prepared`'s error."""
+        if earlier.small.shape == later.small.shape:
+            later.motion_in = motion_between(earlier.small, later.small, earlier.scale)
+
+    def push_prepared(self, frame: PreparedFrame) -> list[TrackFrame]:
+        """:meth:`push` of a frame from :meth:`prepare`; frames come in order."""
+        if frame.index != self.frame_index:
+            raise ValueError(f"frame {frame.index} was pushed as frame {self.frame_index}; push prepared frames "
+                             "in the order they were prepared")
         earlier = self._pending or self._previous
-        if earlier is not None and gray.shape != earlier.gray.shape:
+        if earlier is not None and frame.gray.shape != earlier.gray.shape:
             height, width = earlier.gray.shape
-            raise ValueError(f"frame {self.frame_index} is {gray.shape[1]}x{gray.shape[0]} but earlier frames "
-                             f"are {width}x{height}; all frames must have one size")
-        if subject is not None and np.shape(subject) != gray.shape:
-            raise ValueError(f"subject mask of frame {self.frame_index} has shape {list(np.shape(subject))}, "
-                             f"expected {list(gray.shape)} (the frame's height and width)")
-        cut = self._cuts.is_cut(rgb)
+            raise ValueError(f"frame {frame.index} is {frame.gray.shape[1]}x{frame.gray.shape[0]} but earlier "
+                             f"frames are {width}x{height}; all frames must have one size")
+        cut = self._cuts.is_cut_sampled(frame.cut_sample)
         if cut:
-            self.cuts.append(self.frame_index)
-        incoming = _Frame(self.frame_index, gray, None if subject is None else np.asarray(subject, bool),
-                          self.frame_index == 0 or cut)
+            self.cuts.append(frame.index)
+        frame.shot_start = frame.index == 0 or cut
         self.frame_index += 1
-        done = [] if self._pending is None else self._advance(incoming)
-        self._pending = incoming
+        done = [] if self._pending is None else self._advance(frame)
+        self._pending = frame
         return done
 
     def finish(self) -> list[TrackFrame]:
@@ -395,14 +449,16 @@ class TrackDetector:
         self._pending = None
         return done + self._finisher.finish()
 
-    def _advance(self, following: _Frame | None) -> list[TrackFrame]:
+    def _advance(self, following: PreparedFrame | None) -> list[TrackFrame]:
         """Track the pending frame, now that the frame after it (or the clip's end) is known."""
         frame = self._pending
         ahead = following is not None and not following.shot_start
         if ahead:
-            motion = measure_motion(frame.gray, following.gray)
-        elif not frame.shot_start:
-            motion = measure_motion(frame.gray, self._previous.gray)  # the shot ends: what moved coming in
+            motion = following.motion_in
+            if motion is None:
+                motion = motion_between(frame.small, following.small, frame.scale)
+        elif not frame.shot_start:  # the shot ends: what moved coming in
+            motion = motion_between(frame.small, self._previous.small, frame.scale)
         else:
             motion = None
         positions, visible = self._track(frame, following, motion)
@@ -410,9 +466,9 @@ class TrackDetector:
         self._previous = frame
         return self._finisher.push(positions, visible, frame.shot_start)
 
-    def _track(self, frame: _Frame, following: _Frame | None, motion: MotionFrame | None):
+    def _track(self, frame: PreparedFrame, following: PreparedFrame | None, motion: MotionFrame | None):
         """Follow, detect; the frame's raw positions (our convention) and visibility per column."""
-        spots = _Spots.find(frame.gray, self.sensitivity) if self.method == "bright" else None
+        spots = frame.spots
         if frame.shot_start:
             self._end_all()
         else:
@@ -439,7 +495,7 @@ class TrackDetector:
             return points.copy()
         return (points @ self._camera[:, :2].T + self._camera[:, 2]).astype(np.float32)
 
-    def _follow_live(self, frame: _Frame, spots: _Spots | None) -> None:
+    def _follow_live(self, frame: PreparedFrame, spots: _Spots | None) -> None:
         """Move live points into ``frame``; the ones that fail wait in the lost pool."""
         guess = self._carry(self._live_points)
         if spots is not None:
@@ -448,10 +504,8 @@ class TrackDetector:
             points, ok = spots.follow(self._live_points + self._live_step, np.where(unknown, 2 * reach, reach))
         else:
             points, ok = _follow(self._previous.gray, frame.gray, self._live_points, guess)
-        if frame.subject is not None:
-            reach = max(3, round(0.01 * max(frame.gray.shape)))
-            near = cv2.dilate(frame.subject.astype(np.uint8), np.ones((2 * reach + 1,) * 2, np.uint8))
-            ok &= _in_region(points, near)
+        if frame.near_subject is not None:
+            ok &= _in_region(points, frame.near_subject)
         own = np.hypot(*(points - guess).T)
         self._live_speed = ((1 - _STILL_MEMORY) * self._live_speed + _STILL_MEMORY * own).astype(np.float32)
         still = ok & (self._live_speed < STILL_SPEED) if self.method == "motion" else np.zeros(len(ok), bool)
@@ -466,7 +520,7 @@ class TrackDetector:
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
         self._live_speed = self._live_speed[kept]
 
-    def _moving(self, points: np.ndarray, frame: _Frame, following: _Frame | None,
+    def _moving(self, points: np.ndarray, frame: PreparedFrame, following: PreparedFrame | None,
                 motion: MotionFrame | None) -> np.ndarray:
         """bool [n]: candidates on moving pixels (camera motion taken out); for method ``motion`` they
         must also move themselves, by at least twice ``STILL_SPEED`` on the way to the next frame
@@ -483,7 +537,7 @@ class TrackDetector:
         moving[moving] = ok & (np.hypot(*(ahead - carried).T) >= 2 * STILL_SPEED)
         return moving
 
-    def _candidates(self, frame: _Frame, following: _Frame | None, motion: MotionFrame | None,
+    def _candidates(self, frame: PreparedFrame, following: PreparedFrame | None, motion: MotionFrame | None,
                     spots: _Spots | None) -> tuple[np.ndarray, np.ndarray]:
         """New-point candidates of the method inside the subject, best first (OpenCV convention),
         and which of them move."""
@@ -495,10 +549,10 @@ class TrackDetector:
             region = moving if region is None else region & moving
         if self.method == "bright":
             points = spots.candidates(region)
-        elif self.method == "blobs":
-            points = _blob_candidates(frame.gray, self.sensitivity, self.min_distance, region)
-        else:
+        elif self.method == "motion":
             points = _corner_candidates(frame.gray, self.sensitivity, self.min_distance, region)
+        else:
+            points = frame.candidates if frame.candidates is not None else self._find_candidates(frame)
         points = points.astype(np.float32)
         if self.method != "motion" and self.motion_preference == 0:
             return points, np.zeros(len(points), bool)
@@ -507,6 +561,12 @@ class TrackDetector:
             return points[moving], moving[moving]
         order = np.argsort(-(_rank(len(points)) + 2.0 * moving), kind="stable")
         return points[order], moving[order]
+
+    def _find_candidates(self, frame: PreparedFrame) -> np.ndarray:
+        """Method corners' or blobs' candidates in ``frame`` (inside its subject), best first."""
+        region = None if frame.subject is None else frame.subject.astype(np.uint8)
+        find = _blob_candidates if self.method == "blobs" else _corner_candidates
+        return find(frame.gray, self.sensitivity, self.min_distance, region)
 
     def _make_room(self, candidates: np.ndarray, moving: np.ndarray, room: int) -> int:
         """Let static tracks go for moving candidates that find no room, as ``motion_preference`` allows
@@ -524,7 +584,7 @@ class TrackDetector:
         self._live_speed, self._live_step = self._live_speed[keep], self._live_step[keep]
         return room + release
 
-    def _detect(self, frame: _Frame, following: _Frame | None, motion: MotionFrame | None,
+    def _detect(self, frame: PreparedFrame, following: PreparedFrame | None, motion: MotionFrame | None,
                 spots: _Spots | None) -> None:
         """Add points where none are: lost tracks found again first, then new tracks (moving ones
         before static ones when ``motion_preference`` > 0)."""
@@ -619,9 +679,10 @@ def track_clip(frames, detector: TrackDetector, point_size: float = 16.0, subjec
             raise TypeError("a subject mask needs the frames as one batch [B, H, W, 3]")
         masks = subject_masks(subject, *frames.shape[:3])
     finished: list[TrackFrame] = []
-    for index, frame in enumerate(frames):
-        mask = None if masks is None else masks[index if len(masks) > 1 else 0]
-        finished += _compact(detector.push(frame, mask))
+    with_masks = ((frame, None if masks is None else masks[index if len(masks) > 1 else 0])
+                  for index, frame in enumerate(frames))
+    for prepared in prepare_ahead(detector, with_masks):
+        finished += _compact(detector.push_prepared(prepared))
     finished += _compact(detector.finish())
     count = detector.track_count
     path = np.zeros((len(finished), count, 2), np.float32)
@@ -637,6 +698,39 @@ def track_clip(frames, detector: TrackDetector, point_size: float = 16.0, subjec
                 f" at frame(s) {', '.join(map(str, detector.cuts))}" if detector.cuts else "")
     return Tracks(path, visible, np.full(path.shape, point_size, np.float32), opacity=opacity,
                   name="detected tracks")
+
+
+def prepare_ahead(detector: TrackDetector, frames: Iterable[tuple], threads: int = PREPARE_THREADS
+                  ) -> Iterator[PreparedFrame]:
+    """``detector.prepare`` of each (frame, subject mask or None) of ``frames``, consecutive frames linked
+    (:meth:`TrackDetector.link`), on ``threads`` threads ahead of the caller; yields them in order for
+    :meth:`TrackDetector.push_prepared`. At most 2 x ``threads`` frames are in flight. An error preparing a
+    frame is raised at its turn; the threads are stopped when the caller stops early.
+
+    Example::
+
+        for prepared in prepare_ahead(detector, ((frame, None) for frame in frames)):
+            finished += detector.push_prepared(prepared)
+    """
+    def work(frame, subject, index: int, earlier) -> PreparedFrame:
+        prepared = detector.prepare(frame, subject, index)
+        if earlier is not None and earlier.exception() is None:  # a failed frame raises at its own turn
+            TrackDetector.link(earlier.result(), prepared)
+        return prepared
+
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="trackoverlay-detect")
+    waiting: deque = deque()
+    try:
+        earlier = None
+        for index, (frame, subject) in enumerate(frames, detector.frame_index):
+            earlier = pool.submit(work, frame, subject, index, earlier)
+            waiting.append(earlier)
+            if len(waiting) >= 2 * threads:
+                yield waiting.popleft().result()
+        while waiting:
+            yield waiting.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _compact(frames: list[TrackFrame]) -> list[tuple]:

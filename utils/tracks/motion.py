@@ -109,7 +109,11 @@ def measure_motion(gray: np.ndarray, other: np.ndarray) -> MotionFrame:
     Both are full-size uint8 gray frames of one size (``other`` is usually the next frame).
     """
     small, scale = reduced(gray)
-    small_other, _ = reduced(other)
+    return motion_between(small, reduced(other)[0], scale)
+
+
+def motion_between(small: np.ndarray, small_other: np.ndarray, scale: float) -> MotionFrame:
+    """:func:`measure_motion` of two frames already :func:`reduced` (``scale``: full pixels per reduced pixel)."""
     matrix = camera_motion(small, small_other)
     height, width = small.shape
     back = cv2.WARP_INVERSE_MAP | cv2.INTER_LINEAR  # sample ``other`` where each pixel of ``gray`` went

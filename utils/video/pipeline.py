@@ -13,13 +13,15 @@ one before). Full queues block the stage in front (back-pressure), so
 memory is bounded by the queue depths. The first error in any stage stops
 them all: the other threads finish their current item and exit, and the
 error is raised in the caller's thread. Order is kept (one thread per stage).
+:func:`prefetched` moves one iterator onto a thread of its own inside a stage
+(the video path decodes there while the producing stage follows points).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 _END = object()
 _POLL = 0.05  # seconds between checks of the stop flag while a queue is full or empty
@@ -27,6 +29,52 @@ _POLL = 0.05  # seconds between checks of the stop flag while a queue is full or
 
 class _Stopped(Exception):
     """Another stage failed or the caller gave up: leave quietly."""
+
+
+def _put(channel: queue.Queue, item, stop: threading.Event) -> None:
+    """Put ``item`` once there is room; raise :class:`_Stopped` once ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            channel.put(item, timeout=_POLL)
+            return
+        except queue.Full:
+            continue
+    raise _Stopped
+
+
+def prefetched(items: Iterable, depth: int, name: str) -> Iterator:
+    """``items`` pulled on a thread of their own (``trackoverlay-{name}``), up to ``depth`` ahead of the caller,
+    who gets them in order. An error pulling an item is raised at its turn; closing the iterator stops the
+    thread (after the item it is pulling), so close it before closing what ``items`` reads."""
+    channel: queue.Queue = queue.Queue(max(1, depth))
+    stop = threading.Event()
+
+    def pull():
+        try:
+            for item in items:
+                _put(channel, (True, item), stop)
+            _put(channel, (False, None), stop)
+        except _Stopped:
+            pass
+        except BaseException as error:  # noqa: BLE001 - raised in the caller's thread at its turn
+            try:
+                _put(channel, (False, error), stop)
+            except _Stopped:
+                pass
+
+    thread = threading.Thread(target=pull, name=f"trackoverlay-{name}", daemon=True)
+    thread.start()
+    try:
+        while True:
+            pulled, item = channel.get()
+            if not pulled:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 class Pipeline:
@@ -43,13 +91,7 @@ class Pipeline:
         self._errors: list[BaseException] = []
 
     def _put(self, channel: queue.Queue, item) -> None:
-        while not self._stop.is_set():
-            try:
-                channel.put(item, timeout=_POLL)
-                return
-            except queue.Full:
-                continue
-        raise _Stopped
+        _put(channel, item, self._stop)
 
     def _get(self, channel: queue.Queue):
         while not self._stop.is_set():

@@ -36,6 +36,7 @@ import itertools
 import os
 import queue
 from abc import ABC
+from contextlib import closing
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -54,13 +55,13 @@ from ..graph.neighbours import GraphParams, build_edges, edge_lengths
 from ..raster.glow import Glow
 from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
-from ..tracks.detect import TrackDetector
+from ..tracks.detect import PREPARE_THREADS, TrackDetector, prepare_ahead
 from . import paths
 from .audio import AudioCopy
 from .budget import Budget
 from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video, probe_video
 from .nvcodec import FrameHandOver, open_frames, open_video_writer, place_frame
-from .pipeline import Pipeline
+from .pipeline import Pipeline, prefetched
 from .yuv import PlaneBuffers, composite_planes, draw_planes
 
 QUEUE_DEPTH = 2
@@ -128,6 +129,10 @@ class PointSource(ABC):
         """The most points any frame can have, when known before the render."""
         return None
 
+    def frames_held(self) -> int:
+        """Frames the source holds at once beyond the pipeline's own (for the memory budget)."""
+        return 0
+
     def busiest(self, start: int, stop: int | None, count: int) -> list:
         """Up to ``count`` frame indices in ``start .. stop - 1`` with the most points (known before the render)."""
         return []
@@ -159,9 +164,14 @@ class DetectedPoints(PointSource):
 
     def pairs(self, frames):
         held = deque()
-        for frame in frames:
-            held.append(frame)
-            for done in self.detector.push(frame):
+
+        def unmasked():
+            for frame in frames:
+                held.append(frame)
+                yield frame, None
+
+        for prepared in prepare_ahead(self.detector, unmasked()):  # frames prepared on threads of their own
+            for done in self.detector.push_prepared(prepared):
                 yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
         for done in self.detector.finish():
             yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
@@ -171,6 +181,9 @@ class DetectedPoints(PointSource):
 
     def most_points(self):
         return self.detector.max_tracks or None
+
+    def frames_held(self):  # waiting for their points, being prepared, decoded ahead
+        return self.detector.lookahead + 2 * PREPARE_THREADS + QUEUE_DEPTH
 
 
 class TrackPoints(PointSource):
@@ -615,8 +628,8 @@ def _paired(frames: Iterator[DecodedFrame], points: PointSource) -> Iterator[tup
         return
     held = deque()
 
-    def images():
-        for item in frames:
+    def images():  # decoded on a thread of their own, while the points of earlier frames are found
+        for item in prefetched(frames, QUEUE_DEPTH, "decode-ahead"):
             held.append(item)
             yield to_numpy(item.image)  # detection reads host pixels (a GPU-decoded frame is copied once)
 
@@ -683,7 +696,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
     try:
         range_ = FrameRange(start_frame, end_frame, max_frames)
         budget = Budget() if budget is None else budget
-        budget.check_frames(source.width, source.height, FRAMES_IN_FLIGHT)
+        budget.check_frames(source.width, source.height, FRAMES_IN_FLIGHT + points.frames_held())
         if spec.glow.enabled:
             budget.check_glow(source.width, source.height)
         _preflight(points, spec, budget, range_)
@@ -730,9 +743,6 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
         if planar else source.timed(first)
     if range_.stop is not None and not points.needs_frames:
         frames = itertools.takewhile(lambda item: item.index < range_.stop, frames)
-    pairs = _warm_up(_paired(frames, points), points, builder, range_)
-    if range_.stop is not None and points.needs_frames:  # a detector looks past the end, as in the whole render
-        pairs = itertools.takewhile(lambda pair: pair[0].index < range_.stop, pairs)
     channels = 4 if layer_only else 3
     device_writer = getattr(writers[0], "device_input", False)
     hand_over = FrameHandOver(writers)
@@ -782,7 +792,12 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
             hand_over(frame, index, time)
             spare.put(frame)
 
-    count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress, finish=draw_planar if planar else None)
+    # closed before the source is: a detector's frames are decoded on a thread of its own (:func:`_paired`)
+    with closing(_paired(frames, points)) as paired:
+        pairs = _warm_up(paired, points, builder, range_)
+        if range_.stop is not None and points.needs_frames:  # a detector looks past the end, as in the whole render
+            pairs = itertools.takewhile(lambda pair: pair[0].index < range_.stop, pairs)
+        count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress, finish=draw_planar if planar else None)
     if count == 0:
         raise ValueError("the input has no frames; nothing to render" if range_.start == 0 else
                          f"the input has no frames from frame {range_.start}; nothing to render")
