@@ -36,8 +36,8 @@ import itertools
 import os
 import queue
 from abc import ABC
-from contextlib import closing
 from collections import deque
+from contextlib import closing
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Iterable, Iterator
