@@ -27,6 +27,7 @@ install_comfy_api()
 from trackoverlay.nodes.extension import NODES  # noqa: E402
 from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle  # noqa: E402
 from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
+from trackoverlay.utils.raster import cpu  # noqa: E402
 from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
 
 NODE_BY_ID = {node.GET_SCHEMA().node_id: node for node in NODES}
@@ -625,7 +626,8 @@ def test_render_builds_the_layer_when_either_layer_output_is_read(busy_scene, sl
         assert torch.equal(built, expected)
 
 
-def test_render_without_the_layer_allocates_no_layer_arrays(busy_scene):
+def test_render_without_the_layer_allocates_no_layer_arrays(busy_scene, monkeypatch):
+    monkeypatch.setattr(cpu, "FRAMES_AT_ONCE", 1)  # the working memory of one frame at a time, not of several
     image = busy_scene[0].repeat(1, 4, 4, 1)  # [6, 288, 384, 3]: arrays big enough to dominate the peak
     (overlay,) = run("Merge", overlay_a=busy_scene[1], overlay_b=busy_scene[1])
     frame_bytes = image.numel() * 4

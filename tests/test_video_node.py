@@ -12,6 +12,7 @@ import io
 import os
 import shutil
 import sys
+import threading
 import types
 
 import numpy as np
@@ -246,11 +247,19 @@ class FailingRenderer:
 
     def __init__(self, renderer, error, fail_at):
         self.renderer, self.error, self.fail_at, self.calls = renderer, error, fail_at, 0
+        self.frames_at_once = renderer.frames_at_once
+        self._lock = threading.Lock()
 
     def _count(self):
-        if self.calls == self.fail_at:
-            raise self.error
-        self.calls += 1
+        with self._lock:
+            if self.calls == self.fail_at:
+                raise self.error
+            self.calls += 1
+
+    def one_band(self):  # the renderer the video path draws with when it draws frames at once
+        twin = FailingRenderer(self.renderer.one_band(), self.error, self.fail_at)
+        twin._count = self._count
+        return twin
 
     def render(self, frame, display_list, out=None, glow=None):
         self._count()

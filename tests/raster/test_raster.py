@@ -7,6 +7,7 @@ engine (float32) to 1e-4 on alpha and colour; single-primitive checks hold
 to 1e-5 against their closed-form coverage.
 """
 
+import threading
 import tracemalloc
 
 import numpy as np
@@ -25,7 +26,7 @@ from scenes import SCENES, boxes, flat_frame, polylines, textured_frame
 from trackoverlay.utils.draw.display_list import DisplayList, Polylines
 from trackoverlay.utils.draw.overlays import box_primitives
 from trackoverlay.utils.draw.styles import BoxStyle
-from trackoverlay.utils.raster import cpu_spans
+from trackoverlay.utils.raster import cpu, cpu_spans
 from trackoverlay.utils.raster.cpu import CpuRenderer
 
 REFERENCE_TOLERANCE = 1e-4  # engine (float32) vs brute-force reference (float64)
@@ -348,6 +349,92 @@ def test_workers_and_bands_give_bit_identical_results():
     for layer in (one_layer, two_layer):
         for field in ("pixels", "color", "alpha"):
             np.testing.assert_array_equal(getattr(layer, field), getattr(whole, field))
+
+
+@pytest.mark.parametrize("broadcast", [False, True], ids=["a-frame-each", "one-frame-for-all"])
+def test_frames_drawn_at_once_match_frames_drawn_one_at_a_time(broadcast):
+    """A batch drawn several frames at once (one band each) is bit for bit the batch drawn a frame at a time
+    in bands, layers included; progress comes in order, on the caller's thread."""
+    overlays = [random_display_list(seed, height=200, width=96) for seed in range(7)]
+    frames = np.stack([textured_frame(200, 96)] * (1 if broadcast else 7))
+    results, calls = [], []
+    for at_once in (1, 3):
+        cpu = CpuRenderer(workers=4, frames_at_once=at_once)
+        out = np.zeros((7, 200, 96, 3), np.uint8)
+        layers = (np.zeros((7, 200, 96, 3), np.float32), np.zeros((7, 200, 96), np.float32))
+        cpu.render_frames(frames, overlays, out, lambda done, total, at_once=at_once: calls.append(
+            (at_once, done, total, threading.current_thread() is threading.main_thread())), layers=layers)
+        cpu.close()
+        results.append((out, *layers))
+    assert cpu.frames_at_once == 3
+    for one, many in zip(*results):
+        np.testing.assert_array_equal(one, many)
+    assert calls == [(at_once, done, 7, True) for at_once in (1, 3) for done in range(1, 8)]
+    assert results[0][0].std(axis=(1, 2, 3)).min() > 0 and not np.array_equal(results[0][0][0], results[0][0][1])
+
+
+def test_frames_needing_much_memory_are_drawn_alone(monkeypatch):
+    """A frame over the working-memory bound of frames drawn at once waits for the others and is drawn by
+    itself (in bands); the picture is the same."""
+    overlays = [random_display_list(seed, height=200, width=96) for seed in range(6)]
+    frames = np.stack([textured_frame(200, 96)] * 6)
+    expected = CpuRenderer(workers=4, frames_at_once=1).render_frames(frames, overlays, np.zeros_like(frames))
+    heavy = {id(overlays[3]), id(overlays[5])}
+    monkeypatch.setattr(cpu, "candidate_pixels", lambda display_list: 1e12 if id(display_list) in heavy else 1.0)
+    heavy_prepared, first_two, active, overlapping, kept = set(), set(), {}, [], []
+    together = threading.Barrier(2, timeout=10)
+    lock = threading.Lock()
+    band, prepare = cpu.rasterize_band, cpu.prepare
+
+    def tagged(display_list):
+        prepared = prepare(display_list)
+        kept.append(prepared)  # alive, so that no later list takes its id
+        if id(display_list) in heavy:
+            heavy_prepared.add(id(prepared))
+        if display_list is overlays[0] or display_list is overlays[1]:
+            first_two.add(id(prepared))
+        return prepared
+
+    def watched(prepared, rows, height, width):
+        with lock:
+            active[id(prepared)] = active.get(id(prepared), 0) + 1
+            overlapping.append((id(prepared) in heavy_prepared, len(active)))
+        try:
+            if id(prepared) in first_two:
+                together.wait()  # frames 0 and 1 pass only if they are drawn at once
+            return band(prepared, rows, height, width)
+        finally:
+            with lock:
+                active[id(prepared)] -= 1
+                if not active[id(prepared)]:
+                    del active[id(prepared)]
+
+    monkeypatch.setattr(cpu, "prepare", tagged)
+    monkeypatch.setattr(cpu, "rasterize_band", watched)
+    renderer = CpuRenderer(workers=4, frames_at_once=3)
+    out = renderer.render_frames(frames, overlays, np.zeros_like(frames))
+    renderer.close()
+    np.testing.assert_array_equal(out, expected)
+    assert len(heavy_prepared) == 2 and len(first_two) == 2
+    assert [count for is_heavy, count in overlapping if is_heavy] == [1, 1]  # each heavy frame alone
+
+
+def test_an_interrupt_while_frames_are_drawn_at_once_stops_them_all():
+    overlays = [random_display_list(seed, height=64, width=64) for seed in range(40)]
+    frames = np.stack([textured_frame(64, 64)] * 40)
+    cpu = CpuRenderer(workers=4, frames_at_once=4)
+    drawn = []
+
+    def progress(done, total):
+        drawn.append(done)
+        if done == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cpu.render_frames(frames, overlays, np.zeros_like(frames), progress)
+    cpu.close()
+    assert drawn == [1, 2, 3]
+    assert not [t for t in threading.enumerate() if t.name.startswith("trackoverlay-raster")]
 
 
 def test_small_flushes_give_the_same_layer(cpu_renderer, monkeypatch):

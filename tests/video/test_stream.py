@@ -19,7 +19,6 @@ from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json
 from trackoverlay.utils.video.io import iter_video_frames, probe_video
 from trackoverlay.utils.video.stream import (
-    FRAMES_IN_FLIGHT,
     QUEUE_DEPTH,
     DemoPoints,
     DetectedPoints,
@@ -29,6 +28,7 @@ from trackoverlay.utils.video.stream import (
     OverlaySpec,
     TrackPoints,
     TrailHistory,
+    frames_in_flight,
     layer_rgba,
     overlay_frames,
     render_video,
@@ -113,7 +113,7 @@ def test_stream_draws_the_spec_glow_like_the_batch_path(demo_clip, cpu_renderer,
 
 def test_a_glow_too_large_for_the_memory_budget_is_refused_before_any_output(demo_clip, cpu_renderer, tmp_path):
     spec = dataclasses.replace(SPEC, glow=Glow(radius=5.0, strength=2.0))
-    budget = Budget(160 * 96 * 4 * FRAMES_IN_FLIGHT + (64 << 20) + 1000)  # the frames fit, the glow not
+    budget = Budget(160 * 96 * 4 * frames_in_flight(cpu_renderer) + (64 << 20) + 1000)  # the frames fit, the glow not
     with pytest.raises(MemoryBudgetError, match=r"the glow of a 160x96 video needs about .* or without glow"):
         render_video(FrameSource.from_demo(demo_clip), DemoPoints(demo_clip), spec, cpu_renderer,
                      tmp_path / "out.mp4", budget=budget)
@@ -125,7 +125,7 @@ def test_a_glow_too_large_for_the_memory_budget_is_refused_before_any_output(dem
 def test_the_memory_budget_counts_the_frames_a_detector_holds(demo_clip, cpu_renderer, tmp_path):
     detected = DetectedPoints(TrackDetector(method="bright"))
     assert detected.frames_held() >= detected.detector.lookahead + 2
-    budget = Budget(160 * 96 * 4 * FRAMES_IN_FLIGHT + (64 << 20) + 1000)  # the pipeline's frames fit, not more
+    budget = Budget(160 * 96 * 4 * frames_in_flight(cpu_renderer) + (64 << 20) + 1000)  # the pipeline's frames fit, not more
     with pytest.raises(MemoryBudgetError, match=r"a 160x96 video needs about .* render a smaller video"):
         render_video(FrameSource.from_demo(demo_clip), detected, SPEC, cpu_renderer, tmp_path / "out.mp4",
                      budget=budget)

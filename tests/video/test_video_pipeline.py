@@ -40,6 +40,23 @@ def test_a_finish_stage_runs_on_its_own_thread_between_transform_and_consume():
     assert len(threads["finish"]) == 1 and not threads["finish"] & (threads["transform"] | threads["consume"])
 
 
+def test_a_finish_stage_on_several_workers_runs_items_at_once_and_keeps_their_order():
+    together = threading.Barrier(3, timeout=10)  # the first three items pass only if they run at once
+    seen, threads = [], set()
+
+    def finish(item):
+        threads.add(threading.current_thread().name)
+        if item < 30:
+            together.wait()
+        time.sleep(0.002 * (item % 4))  # later items often finish first
+        return item + 1
+
+    done = Pipeline(depth=2).run(iter(range(60)), lambda item: item * 10, seen.append, finish=finish,
+                                 finish_workers=3)
+    assert done == 60 and seen == [10 * i + 1 for i in range(60)]
+    assert len(threads) == 3 and all(name.startswith("trackoverlay-finish") for name in threads)
+
+
 def test_back_pressure_bounds_the_items_in_flight():
     produced, consumed = [0], [0]
     most = [0]
@@ -58,8 +75,9 @@ def test_back_pressure_bounds_the_items_in_flight():
     assert most[0] <= 2 * 2 + 3  # two queues of 2, plus one item in each stage
 
 
+@pytest.mark.parametrize("workers", [1, 3], ids=["finish-thread", "finish-workers"])
 @pytest.mark.parametrize("stage", ["produce", "transform", "finish", "consume", "after"])
-def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage):
+def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage, workers):
     pulled = [0]
 
     def items():
@@ -91,8 +109,8 @@ def test_an_error_anywhere_stops_every_stage_and_reaches_the_caller(stage):
     expected = {"produce": OSError, "transform": ValueError, "finish": RuntimeError, "consume": OSError,
                 "after": KeyboardInterrupt}[stage]
     with pytest.raises(expected):
-        Pipeline(depth=2).run(items(), transform, consume, after, finish=finish)
-    assert pulled[0] < 20  # stopped promptly, not after the 10 000 items
+        Pipeline(depth=2).run(items(), transform, consume, after, finish=finish, finish_workers=workers)
+    assert pulled[0] < 20 + 2 * workers  # stopped promptly, not after the 10 000 items
     assert threading.active_count() == before  # the stage threads are gone
 
 

@@ -241,7 +241,7 @@ def test_a_render_decodes_into_a_few_reused_buffers(tmp_path, cpu_renderer):
                      tmp_path / "out.mp4", crf=0, preset="ultrafast")
     finally:
         renderer.close()
-    assert 1 <= len(allocated) <= stream.FRAMES_IN_FLIGHT and set(allocated) == {160 * 96 * 3 // 2}
+    assert 1 <= len(allocated) <= stream.frames_in_flight(renderer) and set(allocated) == {160 * 96 * 3 // 2}
 
 
 @pytest.mark.parametrize("wrapped", [True, False], ids=["planes-wrapped", "planes-copied"])
@@ -314,6 +314,28 @@ def test_yuv_path_matches_the_rgb_path(tmp_path, cpu_renderer):
     rgb_b = np.stack(list(iter_video_frames(outputs["rgb"]))).astype(int)
     difference = np.abs(rgb_a - rgb_b)
     assert difference.mean(axis=(0, 1, 2)).max() <= 1.5 and difference.max() <= 8
+
+
+def test_frames_drawn_at_once_give_the_video_drawn_a_frame_at_a_time(tmp_path):
+    """Both paths, lossless: the CPU drawing several frames at once writes the same video, bit for bit."""
+    clip = smooth_clip(tmp_path / "clip.mp4", frames=9)
+    tracks = random_tracks(9, 12, 160, 96, seed=3)
+    videos = {}
+    for at_once in (1, 3):
+        renderer = CpuRenderer(workers=3, frames_at_once=at_once)
+        folder = tmp_path / f"at-once-{at_once}"
+        folder.mkdir()
+        try:
+            videos[at_once] = render_both(clip, tracks, folder, renderer)
+        finally:
+            renderer.close()
+    for path_name in ("yuv", "rgb"):
+        one, many = (decoded_planes(videos[at_once][path_name]) for at_once in (1, 3))
+        assert len(one) == len(many) == 9
+        for planes_one, planes_many in zip(one, many):
+            for a, b in zip(planes_one, planes_many):
+                np.testing.assert_array_equal(a, b)
+    assert np.abs(decoded_planes(videos[3]["yuv"])[4][0] - decoded_planes(clip)[4][0]).max() > 50  # drawn
 
 
 def test_glow_in_yuv_matches_the_rgb_path(tmp_path, cpu_renderer, monkeypatch):
@@ -495,10 +517,10 @@ def test_planes_the_gpu_drew_are_not_held_while_the_video_streams(tmp_path, cpu_
 
     monkeypatch.setattr(video_io, "planes_from_frame", tracked)
     clip = smooth_clip(tmp_path / "clip.mp4", frames=24)
-    render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(24, 8, 160, 96)), SPEC,
-                 FallbackRenderer(CountingGpu(cpu_renderer), CpuRenderer), tmp_path / "out.mp4", crf=0,
-                 preset="ultrafast")
-    assert len(alive) == 24 and max(alive) <= stream.FRAMES_IN_FLIGHT
+    renderer = FallbackRenderer(CountingGpu(cpu_renderer), CpuRenderer)
+    render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(24, 8, 160, 96)), SPEC, renderer,
+                 tmp_path / "out.mp4", crf=0, preset="ultrafast")
+    assert len(alive) == 24 and max(alive) <= stream.frames_in_flight(renderer)
 
 
 # ------------------------------------------------------------------ GPU

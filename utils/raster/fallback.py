@@ -24,6 +24,8 @@ def _free_gpu_pool() -> None:
 class FallbackRenderer:
     """Delegates to ``gpu`` until it fails, then to ``cpu_factory()`` for good."""
 
+    frames_at_once = 1  # the GPU's: one frame at a time (after a fallback too)
+
     def __init__(self, gpu, cpu_factory):
         self._gpu = gpu
         self._cpu_factory = cpu_factory

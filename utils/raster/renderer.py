@@ -24,6 +24,8 @@ class Renderer:
     """
 
     name = "base"
+    frames_at_once = 1
+    """How many frames callers should draw at once, on threads of their own (see :class:`~.cpu.CpuRenderer`)."""
 
     def __init__(self, workers: int | None = None):
         self.pool = BandPool(workers)

@@ -35,9 +35,7 @@ other threads (:func:`prepare_ahead`), with the same tracks bit for bit.
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import cv2
@@ -47,6 +45,7 @@ from scipy.spatial import cKDTree
 from ..core.arrays import to_numpy
 from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
+from ..core.threads import ordered_ahead
 from .contract import Tracks, fill_hidden, host_array
 from .cuts import CUT_THRESHOLD_RANGE, DEFAULT_CUT_THRESHOLD, CutDetector
 from .finish import BRIDGE_FRAMES, FADE_FRAMES_RANGE, MIN_TRACK_LENGTH_RANGE, TrackFinisher, TrackFrame
@@ -718,19 +717,9 @@ def prepare_ahead(detector: TrackDetector, frames: Iterable[tuple], threads: int
             TrackDetector.link(earlier.result(), prepared)
         return prepared
 
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="trackoverlay-detect")
-    waiting: deque = deque()
-    try:
-        earlier = None
-        for index, (frame, subject) in enumerate(frames, detector.frame_index):
-            earlier = pool.submit(work, frame, subject, index, earlier)
-            waiting.append(earlier)
-            if len(waiting) >= 2 * threads:
-                yield waiting.popleft().result()
-        while waiting:
-            yield waiting.popleft().result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    jobs = ((lambda earlier, frame=frame, subject=subject, index=index: work(frame, subject, index, earlier))
+            for index, (frame, subject) in enumerate(frames, detector.frame_index))
+    return ordered_ahead(jobs, threads, "detect")
 
 
 def _compact(frames: list[TrackFrame]) -> list[tuple]:

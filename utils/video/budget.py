@@ -2,8 +2,7 @@
 
 Drawing cost grows with the pixels the primitives touch, not with the frame:
 the CPU rasteriser keeps about ``BYTES_PER_CANDIDATE`` bytes per candidate
-pixel (measured: a 1080p frame with 2 000 points in radius mode, 107 000
-links, peaks at 2.0 GB; 300 points, 2 400 links, at 92 MB). A link of length
+pixel (:mod:`..raster.cpu_spans`). A link of length
 L and width w touches about (L + 4) x (w + 4) candidates; a box of side s
 about (s + 4)^2. Frames in flight cost their bytes each. A render whose
 estimate exceeds the budget (by default half the memory the system reports
@@ -17,7 +16,8 @@ import os
 
 import numpy as np
 
-BYTES_PER_CANDIDATE = 24
+from ..raster.cpu_spans import BYTES_PER_CANDIDATE
+
 GRAPH_BYTES_PER_POINT = 120  # per point and neighbour: candidates, pair keys, sort buffers (measured: k=3, 500 B/point)
 FRAME_BASE_BYTES = 64 << 20  # band buffers, pools and the display list's fixed arrays
 GLOW_BYTES_PER_PIXEL = 80  # the CPU glow's dense planes and result, per frame pixel (measured: 73 at 1080p)

@@ -12,7 +12,8 @@ threads (the video path builds a frame's overlay while the GPU draws the
 one before). Full queues block the stage in front (back-pressure), so
 memory is bounded by the queue depths. The first error in any stage stops
 them all: the other threads finish their current item and exit, and the
-error is raised in the caller's thread. Order is kept (one thread per stage).
+error is raised in the caller's thread. Order is kept (one thread per stage;
+``finish`` may run on a pool, :func:`~..core.threads.ordered_ahead`).
 :func:`prefetched` moves one iterator onto a thread of its own inside a stage
 (the video path decodes there while the producing stage follows points).
 """
@@ -21,7 +22,10 @@ from __future__ import annotations
 
 import queue
 import threading
+from contextlib import closing
 from typing import Callable, Iterable, Iterator
+
+from ..core.threads import ordered_ahead
 
 _END = object()
 _POLL = 0.05  # seconds between checks of the stop flag while a queue is full or empty
@@ -120,9 +124,10 @@ class Pipeline:
             raise self._errors[0]
 
     def run(self, items: Iterable, transform: Callable, consume: Callable,
-            after_transform: Callable[[int], None] | None = None, finish: Callable | None = None) -> int:
-        """Feed ``items`` through ``transform`` (and ``finish``, on its own thread) into ``consume``; returns how
-        many were consumed.
+            after_transform: Callable[[int], None] | None = None, finish: Callable | None = None,
+            finish_workers: int = 1) -> int:
+        """Feed ``items`` through ``transform`` (and ``finish``, on its own thread, or on ``finish_workers``
+        threads several items at once, still in order) into ``consume``; returns how many were consumed.
 
         ``after_transform(count)`` runs in the caller's thread after each item
         is handed on (progress bars; raising there stops the pipeline).
@@ -147,9 +152,19 @@ class Pipeline:
         else:
             finished: queue.Queue = queue.Queue(self.depth)
 
-            def relay():
+            def transformed():
                 while (item := self._get(outbox)) is not _END:
-                    self._put(finished, finish(item))
+                    yield item
+
+            def relay():
+                if finish_workers > 1:
+                    jobs = ((lambda _, item=item: finish(item)) for item in transformed())
+                    with closing(ordered_ahead(jobs, finish_workers, "finish")) as results:
+                        for result in results:
+                            self._put(finished, result)
+                else:
+                    for item in transformed():
+                        self._put(finished, finish(item))
                 self._put(finished, _END)
 
             threads += [self._thread("finish", relay), self._thread("encode", lambda: drain(finished))]

@@ -65,9 +65,15 @@ from .pipeline import Pipeline, prefetched
 from .yuv import PlaneBuffers, composite_planes, draw_planes
 
 QUEUE_DEPTH = 2
-FRAMES_IN_FLIGHT = 3 * QUEUE_DEPTH + 4
-"""The most decoded frames a render holds at once (three queues, one frame in each of four stages); the memory
-budget counts on it."""
+
+
+def frames_in_flight(renderer) -> int:
+    """The most decoded frames a render with ``renderer`` holds at once (three queues, one frame in each of
+    three stages, and the drawing stage's 2 x the frames the renderer draws at once); the memory budget
+    counts on it."""
+    return 3 * QUEUE_DEPTH + 3 + 2 * renderer.frames_at_once
+
+
 _YUV_COMPOSITE = True  # False draws every video in RGB (the reference the YUV path is tested against)
 
 
@@ -696,7 +702,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
     try:
         range_ = FrameRange(start_frame, end_frame, max_frames)
         budget = Budget() if budget is None else budget
-        budget.check_frames(source.width, source.height, FRAMES_IN_FLIGHT + points.frames_held())
+        budget.check_frames(source.width, source.height, frames_in_flight(renderer) + points.frames_held())
         if spec.glow.enabled:
             budget.check_glow(source.width, source.height)
         _preflight(points, spec, budget, range_)
@@ -732,6 +738,8 @@ def _stays_in_yuv(source: FrameSource, writers: list, layer_only: bool, spec: Ov
 
 
 def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress) -> int:
+    at_once = renderer.frames_at_once
+    drawer = renderer.one_band() if at_once > 1 else renderer  # frames at once: each in one band
     builder = OverlayBuilder(spec, budget, (source.width, source.height))
     first = range_.start
     if points.needs_frames:
@@ -746,41 +754,41 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     channels = 4 if layer_only else 3
     device_writer = getattr(writers[0], "device_input", False)
     hand_over = FrameHandOver(writers)
-    spare: queue.SimpleQueue = queue.SimpleQueue()
-    for _ in range(QUEUE_DEPTH + 2):  # enough that drawing never waits for a buffer (see Pipeline)
-        spare.put(None)
+    spare: queue.SimpleQueue = queue.SimpleQueue()  # drawn frames' buffers, back from the encoding thread
     size, last = [], [range_.start - 1]
 
-    def draw(pair: tuple[DecodedFrame, FramePoints]):
+    def build(pair: tuple[DecodedFrame, FramePoints]):  # the overlay is built here, drawn by the next stage
         item, frame_points = pair
-        image, planes = item.image, item.planes
+        image = item.image
         if not (planar or layer_only):
             image = place_frame(image, renderer, device_writer)
         last[0] = item.index
-        shape = (planes.height, planes.width) if planar else image.shape[:2]
+        shape = (item.planes.height, item.planes.width) if planar else image.shape[:2]
         if not size:
             size.extend(shape)
         elif shape != tuple(size):
             raise ValueError(f"frame {item.index} is {shape[1]}x{shape[0]} but earlier frames are "
                              f"{size[1]}x{size[0]}; all frames must have one size")
-        if planar:  # the overlay is built here and drawn by the next stage, so the two overlap
-            return item.index, item.time, planes, builder(frame_points, item.index)
-        xp = np if layer_only else array_module(image)
-        buffer = spare.get_nowait()
+        return item.index, item.time, item.planes if planar else image, builder(frame_points, item.index)
+
+    def draw(built):  # on the GPU, one frame at a time; on the CPU several at once
+        index, time, picture, display_list = built
+        if planar:  # on the GPU, in place; on the CPU rasterised here, composited by the encoding thread
+            return index, time, picture, draw_planes(drawer, display_list, picture, spec.glow)
+        xp = np if layer_only else array_module(picture)
+        try:
+            buffer = spare.get_nowait()
+        except queue.Empty:
+            buffer = None
         if buffer is None or array_module(buffer) is not xp:
             buffer = xp.empty((*size, channels), np.uint8)
-        display_list = builder(frame_points, item.index)
         if layer_only:
-            drawn = layer_rgba(renderer, display_list, *size, buffer, glow=spec.glow)
+            drawn = layer_rgba(drawer, display_list, *size, buffer, glow=spec.glow)
         elif xp is not np:  # a GPU frame, drawn where it is
-            drawn = renderer.render_frames(image[None], [display_list], buffer[None], glow=spec.glow)[0]
+            drawn = drawer.render_frames(picture[None], [display_list], buffer[None], glow=spec.glow)[0]
         else:
-            drawn = renderer.render(image, display_list, out=buffer, glow=spec.glow)
-        return item.index, item.time, drawn
-
-    def draw_planar(result):  # on the GPU, in place; on the CPU rasterised here, composited by the encoding thread
-        index, time, planes, display_list = result
-        return index, time, planes, draw_planes(renderer, display_list, planes, spec.glow)
+            drawn = drawer.render(picture, display_list, out=buffer, glow=spec.glow)
+        return index, time, drawn
 
     def write(result) -> None:
         index, time, frame = result[:3]
@@ -797,7 +805,7 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
         pairs = _warm_up(paired, points, builder, range_)
         if range_.stop is not None and points.needs_frames:  # a detector looks past the end, as in the whole render
             pairs = itertools.takewhile(lambda pair: pair[0].index < range_.stop, pairs)
-        count = Pipeline(QUEUE_DEPTH).run(pairs, draw, write, progress, finish=draw_planar if planar else None)
+        count = Pipeline(QUEUE_DEPTH).run(pairs, build, write, progress, finish=draw, finish_workers=at_once)
     if count == 0:
         raise ValueError("the input has no frames; nothing to render" if range_.start == 0 else
                          f"the input has no frames from frame {range_.start}; nothing to render")
