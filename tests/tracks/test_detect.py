@@ -3,11 +3,9 @@
 import numpy as np
 import pytest
 from synthetic import make_clip
-from trackoverlay.utils.tracks import detect
 from trackoverlay.utils.tracks.detect import (
     TrackDetector,
     detect_tracks,
-    lk_pyramid,
     prepare_ahead,
     track_clip,
 )
@@ -122,29 +120,6 @@ def textured_clip(frames=14, width=160, height=120, cut=8):
         picture[40:60, 20 + 5 * t:40 + 5 * t] = 255
         clip[t] = np.clip(picture, 0, 255).astype(np.uint8)[..., None]
     return clip
-
-
-@pytest.mark.parametrize("window", [21, 9])
-@pytest.mark.parametrize("size", [(1080, 1920), (97, 131), (50, 70), (30, 44)], ids=lambda size: f"{size[1]}x{size[0]}")
-def test_lucas_kanade_on_prebuilt_pyramids_is_opencvs_own_bit_for_bit(size, window):
-    """Level by level on pyramids built once per frame gives what one ``calcOpticalFlowPyrLK`` call gives,
-    positions and status, on frames from full HD down to too small for any pyramid level."""
-    import cv2
-
-    rng = np.random.default_rng(size[1] + window)
-    base = cv2.resize(rng.random((size[0] // 8 + 3, size[1] // 8 + 3)).astype(np.float32), size[::-1],
-                      interpolation=cv2.INTER_CUBIC)
-    earlier = np.clip(base * 255, 0, 255).astype(np.uint8)
-    later = cv2.GaussianBlur(np.roll(earlier, (1, 3), axis=(0, 1)), (3, 3), 0)
-    points = (rng.random((60, 1, 2)) * [size[1] + 40, size[0] + 40] - 20).astype(np.float32)  # some outside
-    guess = (points + rng.normal(0, 2, points.shape)).astype(np.float32)
-    theirs, status, _ = cv2.calcOpticalFlowPyrLK(
-        earlier, later, points, guess.copy(), winSize=(window, window), maxLevel=3, criteria=detect._LK_CRITERIA,
-        flags=cv2.OPTFLOW_USE_INITIAL_FLOW)
-    mine, my_status = detect._lucas_kanade(lk_pyramid(earlier), lk_pyramid(later), points, guess, window)
-    np.testing.assert_array_equal(mine, theirs)
-    np.testing.assert_array_equal(my_status, status)
-    assert 0 < status.sum() < len(points)
 
 
 def detect_serially(clip, masks, **params):

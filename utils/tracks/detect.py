@@ -77,8 +77,7 @@ DEFAULT_FADE_FRAMES = 6
 
 _LK_WINDOW = 21  # pixels: the patch Lucas-Kanade follows
 _LK_TEST_WINDOW = 9  # pixels: the smaller patch that tells whether a new point itself moves (method motion)
-_LK_LEVELS = 3  # pyramid levels above the frame that Lucas-Kanade starts from (fewer on small frames)
-_LK_CRITERIA = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01)
+_LK_PARAMS = dict(maxLevel=3, criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
 _FB_MAX_ERROR = 1.0  # pixels: forward-backward round trip must come home this close
 _STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
 _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
@@ -268,7 +267,6 @@ class PreparedFrame:
 
     index: int
     gray: np.ndarray
-    pyramid: tuple  # gray and its halvings, for Lucas-Kanade (:func:`lk_pyramid`)
     small: np.ndarray  # gray reduced for motion measurement (:func:`.motion.reduced`)
     scale: float  # full pixels per reduced pixel
     cut_sample: tuple | None  # the cut detector's sample (None with cut detection off)
@@ -280,52 +278,19 @@ class PreparedFrame:
     shot_start: bool = False
 
 
-def lk_pyramid(gray: np.ndarray) -> tuple:
-    """``gray`` and its halvings (``cv2.pyrDown``), the pyramid OpenCV's Lucas-Kanade builds inside every call,
-    built once per frame (ahead, in :meth:`TrackDetector.prepare`) for all the calls that read the frame."""
-    levels = [gray]
-    for _ in range(_LK_LEVELS):
-        levels.append(cv2.pyrDown(levels[-1]))
-    return tuple(levels)
-
-
-def _top_level(shape: tuple, window: int) -> int:
-    """The highest pyramid level OpenCV uses for frames of ``shape`` and a ``window`` patch: a level is used
-    while it stays larger than the window both ways."""
-    height, width, level = *shape, 0
-    while level < _LK_LEVELS:
-        height, width = (height + 1) // 2, (width + 1) // 2
-        if width <= window or height <= window:
-            break
-        level += 1
-    return level
-
-
-def _lucas_kanade(previous: tuple, current: tuple, points: np.ndarray, guess: np.ndarray, window: int):
-    """``cv2.calcOpticalFlowPyrLK`` (initial flow ``guess``) from pyramid ``previous`` into ``current``, one
-    level per call on the prebuilt pyramids (:func:`lk_pyramid`): bit for bit OpenCV's own coarse-to-fine
-    pass, which would rebuild both pyramids on every call. Returns (positions [n, 1, 2], status [n, 1])."""
-    top = _top_level(previous[0].shape, window)
-    params = dict(winSize=(window, window), maxLevel=0, criteria=_LK_CRITERIA, flags=cv2.OPTFLOW_USE_INITIAL_FLOW)
-    estimate = guess * np.float32(1.0 / (1 << top))
-    for level in range(top, -1, -1):
-        estimate, status, _ = cv2.calcOpticalFlowPyrLK(previous[level], current[level],
-                                                       points * np.float32(1.0 / (1 << level)), estimate, **params)
-        if level:
-            estimate = estimate * np.float32(2.0)
-    return estimate, status
-
-
-def _follow(previous: tuple, current: tuple, points: np.ndarray, guess: np.ndarray, window: int = _LK_WINDOW):
-    """LK-tracked positions from the pyramid of gray ``previous`` into ``current``'s (:func:`lk_pyramid`),
-    starting from ``guess``, a patch ``window`` pixels square, and a mask of points that passed every check."""
+def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
+            window: int = _LK_WINDOW):
+    """LK-tracked positions from gray ``previous`` into ``current`` (starting from ``guess``, a patch
+    ``window`` pixels square) and a mask of points that passed every check."""
     if len(points) == 0:
         return points, np.zeros(0, bool)
     start = np.ascontiguousarray(points.reshape(-1, 1, 2))
-    forward, status_f = _lucas_kanade(previous, current, start, guess.reshape(-1, 1, 2), window)
-    back, status_b = _lucas_kanade(current, previous, forward, start, window)
+    params = dict(winSize=(window, window), flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **_LK_PARAMS)
+    forward, status_f, _ = cv2.calcOpticalFlowPyrLK(previous, current, start, guess.reshape(-1, 1, 2).copy(),
+                                                    **params)
+    back, status_b, _ = cv2.calcOpticalFlowPyrLK(current, previous, forward, start.copy(), **params)
     forward, back = forward.reshape(-1, 2), back.reshape(-1, 2)
-    height, width = current[0].shape
+    height, width = current.shape
     ok = (status_f.ravel() == 1) & (status_b.ravel() == 1)
     ok &= np.hypot(*(back - points).T) < _FB_MAX_ERROR
     ok &= (forward[:, 0] >= -0.5) & (forward[:, 0] <= width - 0.5)
@@ -427,10 +392,9 @@ class TrackDetector:
         return self.push_prepared(self.prepare(frame, subject))
 
     def prepare(self, frame, subject=None, index: int | None = None) -> PreparedFrame:
-        """The work on frame ``index`` (default: the next one) that needs no other frame: its gray copy, that
-        copy's pyramid and reduced copy, the cut detector's sample, bright spots, subject masks, and new-point
-        candidates when its index makes detection due. Thread-safe, so frames can be prepared ahead
-        (:func:`prepare_ahead`)."""
+        """The work on frame ``index`` (default: the next one) that needs no other frame: its gray and reduced
+        copies, the cut detector's sample, bright spots, subject masks, and new-point candidates when its
+        index makes detection due. Thread-safe, so frames can be prepared ahead (:func:`prepare_ahead`)."""
         index = self.frame_index if index is None else index
         array = _check_frames(frame)
         if len(array) != 1:
@@ -447,8 +411,7 @@ class TrackDetector:
             near = cv2.dilate(mask.astype(np.uint8), np.ones((2 * reach + 1,) * 2, np.uint8)).astype(bool)
         small, scale = reduced(gray)
         spots = _Spots.find(gray, self.sensitivity) if self.method == "bright" else None
-        prepared = PreparedFrame(index, gray, lk_pyramid(gray), small, scale, self._cuts.sample(rgb), mask, near,
-                                 spots)
+        prepared = PreparedFrame(index, gray, small, scale, self._cuts.sample(rgb), mask, near, spots)
         if index % self.redetect_interval == 0 and self.method in ("corners", "blobs"):
             prepared.candidates = self._find_candidates(prepared)
         return prepared
@@ -539,7 +502,7 @@ class TrackDetector:
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
             points, ok = spots.follow(self._live_points + self._live_step, np.where(unknown, 2 * reach, reach))
         else:
-            points, ok = _follow(self._previous.pyramid, frame.pyramid, self._live_points, guess)
+            points, ok = _follow(self._previous.gray, frame.gray, self._live_points, guess)
         if frame.near_subject is not None:
             ok &= _in_region(points, frame.near_subject)
         own = np.hypot(*(points - guess).T)
@@ -569,7 +532,7 @@ class TrackDetector:
             return moving
         start = points[moving]
         carried = (start @ motion.matrix[:, :2].T + motion.matrix[:, 2]).astype(np.float32)
-        ahead, ok = _follow(frame.pyramid, following.pyramid, start, carried, _LK_TEST_WINDOW)
+        ahead, ok = _follow(frame.gray, following.gray, start, carried, _LK_TEST_WINDOW)
         moving[moving] = ok & (np.hypot(*(ahead - carried).T) >= 2 * STILL_SPEED)
         return moving
 
