@@ -2,9 +2,9 @@
 
 Drawing cost grows with the pixels the primitives touch, not with the frame:
 the CPU rasteriser keeps about ``BYTES_PER_CANDIDATE`` bytes per candidate
-pixel (:mod:`..raster.cpu_spans`). A link of length
-L and width w touches about (L + 4) x (w + 4) candidates; a box of side s
-about (s + 4)^2. Frames in flight cost their bytes each. A render whose
+pixel (measured in :mod:`..raster.cpu_spans`). A link of length L and width w
+touches about (L + 4) x (w + 4) candidates; a box of side s about (s + 4)^2.
+Frames in flight cost their bytes each. A render whose
 estimate exceeds the budget (by default half the memory the system reports
 as available) is refused with the numbers and the fix, instead of being
 killed half-way.
