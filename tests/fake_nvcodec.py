@@ -37,9 +37,10 @@ class FakeLibrary(types.ModuleType):
         self.calls = []
         self.fail_probe = None  # an error message for CreateDecoder
         self.fail_decoder = None  # ... for SimpleDecoder
-        self.fail_encoder = None  # ... for CreateEncoder
+        self.fail_encoder = None  # ... for CreateEncoder (or an exception it raises, say KeyboardInterrupt)
         self.fail_after = None  # SimpleDecoder raises once this many frames were handed out
         self.pts_shift = 0  # added to every frame's timestamp
+        self.pts_given = None  # timestamps handed out instead of the file's (the real ones drift on a variable rate)
         self.encoded = []  # (NV12 [H*3/2, W], inputTimeStamp) per Encode call
         self.PyNvVCException = PyNvVCException
         self.OutputColorType = types.SimpleNamespace(NATIVE="native", RGB="rgb", RGBP="rgbp")
@@ -55,6 +56,8 @@ class FakeLibrary(types.ModuleType):
 
     def CreateEncoder(self, width, height, fmt, cpu_input, **options):  # noqa: N802 - the library's name
         self.calls.append(("CreateEncoder", (width, height, fmt, cpu_input), options))
+        if isinstance(self.fail_encoder, BaseException):
+            raise self.fail_encoder
         if self.fail_encoder:
             raise PyNvVCException(self.fail_encoder)
         return FakeEncoder(self, width, height, options)
@@ -122,9 +125,12 @@ class FakeSimpleDecoder:
         self._position += len(batch)
         self._handed += len(batch)
         frames = []
+        given = self._library.pts_given
         for slot, (nv12, pts) in enumerate(batch):
             surface = self._surfaces.setdefault(slot, np.empty_like(nv12))
             surface[...] = nv12
+            if given is not None:
+                pts = given[self._position - len(batch) + slot]
             frames.append(FakeFrame(surface, pts + self._library.pts_shift))
         return frames
 

@@ -247,6 +247,20 @@ def test_a_constant_start_delay_in_nvdecs_times_is_taken_out(fake, clip):
     frames.close()
 
 
+@pytest.mark.parametrize("start", [0, 2])
+def test_nvdec_frames_take_the_files_variable_frame_times(fake, tmp_path, start):
+    """On a variable frame rate NVDEC's own times drift off the file's (on an H100, a frame at 1.9 s came back at
+    1.0 s): the frames take the file's times, as PyAV's do."""
+    times = [0.0, 0.04, 0.5, 0.52, 1.9, 3.27]
+    path = make_video(tmp_path / "vfr.mp4", frames=6, times=times, picture=colour_frame)
+    fake.pts_given = list(range(6))  # steady ticks, nothing like the file's
+    frames = NvdecFrames(path, start)
+    ours = [item.time for item in frames.timed()]
+    frames.close()
+    assert ours == [item.time for item in pyav_frames(path, start)]
+    assert np.allclose([float(time) for time in ours], times[start:], atol=1e-3)
+
+
 def test_open_frames_without_the_library(absent, clip, caplog):
     with caplog.at_level(logging.INFO, logger="trackoverlay"):
         assert isinstance(open_frames(clip, 0, "nvdec"), VideoFrames)
@@ -347,6 +361,36 @@ def test_a_gpu_without_nvenc_is_tried_once_per_process(fake, tmp_path, caplog):
         open_video_writer(tmp_path / name, "auto", 64, 48, fps=25).abort()
     assert sum(call[0] == "CreateEncoder" for call in fake.calls) == 3
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_while_nvenc_starts_leaves_no_file(fake, tmp_path, sound_clip):
+    """NVENC takes ~0.4 s to refuse on a GPU without it: Ctrl-C then lands inside its start."""
+    fake.fail_encoder = KeyboardInterrupt()
+    sound = AudioCopy(sound_clip)
+    with pytest.raises(KeyboardInterrupt):
+        open_video_writer(tmp_path / "out.mp4", "auto", 64, 48, fps=25, audio=sound)
+    sound.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("output, words", [
+    ("", "output path is empty"),
+    ("frames", "it is a folder"),
+    ("/dev/null", "it is a character device"),
+    ("tracks.json", "it is the input"),
+])
+def test_outputs_are_checked_alike_with_nvenc_there(fake, tmp_path, monkeypatch, output, words):
+    """The output's own checks come first whether or not NVENC could write it (its format is checked after)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "frames").mkdir()
+    (tmp_path / "tracks.json").write_text("{}")
+    errors = []
+    for encoder in ("auto", "cpu"):
+        with pytest.raises((ValueError, OSError)) as error:
+            open_video_writer(output, encoder, 64, 48, fps=25, inputs=[tmp_path / "tracks.json"])
+        errors.append(str(error.value))
+    assert errors[0] == errors[1] and words in errors[0], errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["frames", "tracks.json"]
 
 
 def test_without_the_extra_x264_is_chosen_quietly(absent, tmp_path, caplog):

@@ -320,14 +320,14 @@ def test_disk_full_for_real_keeps_the_old_output(shot):
 def test_disk_full_mid_render_keeps_the_old_output(run, shot, tmp_path, monkeypatch):
     old = shot.parent / "out.mp4"
     old.write_bytes(b"the previous render")
-    write = VideoWriter.write
+    append = VideoWriter._append  # every frame passes here, as RGB, planes or on the GPU
 
-    def full_disk(self, frame, time=None):
+    def full_disk(self, *args, **kwargs):
         if self.frame_count == 3:
             raise OSError(errno.ENOSPC, "No space left on device")
-        write(self, frame, time)
+        append(self, *args, **kwargs)
 
-    monkeypatch.setattr(VideoWriter, "write", full_disk)
+    monkeypatch.setattr(VideoWriter, "_append", full_disk)
     result = run(shot.parent, "clip.mp4", "-o", "out.mp4", "--tracks", track_file(tmp_path / "t.json"))
     assert result.code == 2 and result.error == f"{PROG}error: [Errno {errno.ENOSPC}] No space left on device"
     assert old.read_bytes() == b"the previous render" and listing(shot.parent) == ["clip.mp4", "out.mp4"]

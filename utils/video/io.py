@@ -11,6 +11,7 @@ from the output's extension (:mod:`.formats`), copies the input's audio
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -200,6 +201,32 @@ def start_timestamp(container, stream, start: int) -> int | None:
     if len(stamps) <= start:
         raise ValueError(f"the video has {len(stamps)} frames; it has no frame {start} to start from")
     return sorted(stamps)[start]
+
+
+REORDER_DEPTH = 16
+"""Frames a decoder may hold back to put them in presentation order (H.264/HEVC hold at most 16)."""
+
+
+def presentation_times(path, start: int = 0) -> Iterator[Fraction]:
+    """The times in seconds of the video's frames from frame ``start`` on, in presentation order, from a
+    demux-only pass (the packets' timestamps, as PyAV's decoded frames carry them); ends early at a packet
+    without a timestamp. Lazy: close the iterator to close the file."""
+    with av.open(os.fspath(path)) as container:
+        stream = container.streams.video[0]
+        unit = Fraction(stream.time_base)
+        waiting, index = [], 0
+        for packet in itertools.chain(container.demux(stream), [None]):
+            if packet is not None:
+                if packet.size == 0 or packet.is_discard:
+                    continue
+                if packet.pts is None:
+                    return
+                heapq.heappush(waiting, packet.pts)
+            while waiting and (packet is None or len(waiting) > REORDER_DEPTH):
+                pts = heapq.heappop(waiting)
+                if index >= start:
+                    yield pts * unit
+                index += 1
 
 
 @dataclass

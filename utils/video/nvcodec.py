@@ -45,6 +45,7 @@ from .io import (
     PngSequenceWriter,
     VideoWriter,
     iter_video_frames,
+    presentation_times,
     probe_video,
     source_matrix,
     start_timestamp,
@@ -333,6 +334,7 @@ class NvdecFrames:
         self._rest = None  # PyAV's frames after an NVDEC failure
         self._decoder = None
         self._shift = Fraction(0)
+        self._times = presentation_times(self.path, start)  # opens the file when first asked
         nvc, reason = _library()
         if nvc is None:
             raise NvcodecUnavailable(reason)
@@ -359,7 +361,7 @@ class NvdecFrames:
             if abs(self._shift) > _MAX_TIME_SHIFT:
                 raise NvcodecUnavailable(f"NVDEC's frame {start} is at {float(self._held[0].time):.6g} s but "
                                          f"PyAV's is at {float(self._held[0].time + self._shift):.6g} s")
-            self._held = deque(planes._replace(time=planes.time + self._shift) for planes in self._held)
+            self._held = deque(self._retimed(self._held))
         except BaseException:
             self.close()
             raise
@@ -379,11 +381,16 @@ class NvdecFrames:
         planes = []
         with _on(self._lane):
             for nv12, pts in arrays:
-                planes.append(self._upright(nv12, self._next + len(planes), pts * layout.time_base + self._shift))
+                planes.append(self._upright(nv12, self._next + len(planes), pts * layout.time_base))
         if len(frames) < wanted:
             self._decoded.ended_early = True
         self._next += len(planes)
         return planes
+
+    def _retimed(self, frames: list) -> list:
+        """``frames`` at the file's own times (NVDEC's drift off them on a variable frame rate); where the file
+        has no more timestamps, at NVDEC's shifted onto PyAV's."""
+        return [planes._replace(time=next(self._times, planes.time + self._shift)) for planes in frames]
 
     def _upright(self, nv12, index: int, time: Fraction) -> DevicePlanes:
         xp, layout = self._xp, self._layout
@@ -403,7 +410,7 @@ class NvdecFrames:
             while self._held:
                 self._decoded.read += 1
                 yield self._held.popleft()
-            self._held.extend(self._decode_batch())
+            self._held.extend(self._retimed(self._decode_batch()))
 
     def planes(self) -> Iterator[DevicePlanes]:
         """The remaining frames as upright NV12 planes on the GPU (an NVDEC failure is raised, not replaced)."""
@@ -437,6 +444,7 @@ class NvdecFrames:
     def _release(self) -> None:
         self._decoder = None
         self._held = deque()
+        self._times.close()
 
     def close(self) -> None:
         """Stop decoding and release the decoder (safe to call more than once)."""
@@ -520,7 +528,10 @@ class NvencWriter(VideoWriter):
         nvc, reason = _library()
         if nvc is None:
             raise NvcodecUnavailable(reason)
-        fmt = choose_format(path, False, codec)
+        try:
+            fmt = choose_format(path, False, codec)
+        except ValueError as error:  # the x264 writer reports it, after the checks of the path itself
+            raise NvcodecUnavailable(str(error)) from None
         if fmt.codec not in ("libx264", "libx265"):
             raise NvcodecUnavailable(f"NVENC writes H.264/HEVC in .mp4/.mov, and {os.fspath(path)} is {fmt.name}")
         if width % 2 or height % 2:
@@ -544,9 +555,11 @@ class NvencWriter(VideoWriter):
         try:
             with _cuda_context_kept():
                 self._encoder = nvc.CreateEncoder(width, height, "NV12", False, **options)
-        except Exception as error:  # PyNvVideoCodec's errors have no common base
-            self._audio = None  # the caller's, untouched: the fallback writer takes it
+        except BaseException as error:  # PyNvVideoCodec's errors have no common base; an interrupt lands here too
+            self._audio = None  # the caller's, untouched: the fallback writer (or the caller) takes it
             self.abort()
+            if not isinstance(error, Exception):
+                raise
             reason = f"NVENC cannot start ({_describe(error)})"
             if any(code in str(error) for code in _NO_ENCODER):
                 _nvenc_absent[codec] = reason
