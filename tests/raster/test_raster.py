@@ -381,8 +381,8 @@ def test_frames_needing_much_memory_are_drawn_alone(monkeypatch):
     expected = CpuRenderer(workers=4, frames_at_once=1).render_frames(frames, overlays, np.zeros_like(frames))
     heavy = {id(overlays[3]), id(overlays[5])}
     monkeypatch.setattr(cpu, "candidate_pixels", lambda display_list: 1e12 if id(display_list) in heavy else 1.0)
-    heavy_prepared, first_two, active, overlapping, kept = set(), set(), {}, [], []
-    together = threading.Barrier(2, timeout=10)
+    heavy_prepared, first_two, third, active, overlapping, kept = set(), set(), set(), {}, [], []
+    together, passed = threading.Barrier(2, timeout=10), threading.Event()
     lock = threading.Lock()
     band, prepare = cpu.rasterize_band, cpu.prepare
 
@@ -393,6 +393,8 @@ def test_frames_needing_much_memory_are_drawn_alone(monkeypatch):
             heavy_prepared.add(id(prepared))
         if display_list is overlays[0] or display_list is overlays[1]:
             first_two.add(id(prepared))
+        if display_list is overlays[2]:
+            third.add(id(prepared))
         return prepared
 
     def watched(prepared, rows, height, width):
@@ -402,6 +404,9 @@ def test_frames_needing_much_memory_are_drawn_alone(monkeypatch):
         try:
             if id(prepared) in first_two:
                 together.wait()  # frames 0 and 1 pass only if they are drawn at once
+                passed.set()
+            elif id(prepared) in third:  # holds its thread, so a heavy frame cannot take frame 1's share first
+                passed.wait(timeout=10)
             return band(prepared, rows, height, width)
         finally:
             with lock:
