@@ -1,10 +1,12 @@
 """Tracks that hold on synthetic clips with known motion and cuts: cuts, ids, count, points on what moves."""
 
+import cv2
 import numpy as np
 import pytest
 from synthetic import GREYS, make_clip, on_mask_share
 from trackoverlay.utils.tracks.cuts import CutDetector, colour_histogram, reduced_frame
-from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks, track_clip
+from trackoverlay.utils.tracks import detect
+from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks, follow_copy, track_clip
 from trackoverlay.utils.tracks.quality import measure_tracks
 
 PARAMS = dict(max_points=40, min_distance=10)
@@ -66,6 +68,43 @@ def test_points_follow_the_pan(corners_run, panning_cut):
     np.testing.assert_allclose(np.median(moved[on_background], axis=0), [-15.0, -5.0], atol=0.3)
 
 
+@pytest.mark.parametrize("size, copy", [((2160, 3840), (1080, 1920)), ((4320, 7680), (1080, 1920)),
+                                         ((2161, 3841), (1080, 1920)), ((1440, 2560), (1440, 2560)),
+                                         ((3000, 200), (1500, 100))])
+def test_large_frames_are_followed_on_a_halved_copy(size, copy):
+    gray = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
+    image, scale = follow_copy(gray)
+    assert image.shape == copy and scale == (size[1] / copy[1], size[0] / copy[0])
+    if copy == size:
+        assert image is gray
+    elif scale == (2.0, 2.0):  # pixel areas averaged: full pixels (2x, 2y)..(2x+1, 2y+1) make copy pixel (x, y)
+        blocks = gray.reshape(copy[0], 2, copy[1], 2).mean(axis=(1, 3))
+        assert np.abs(image.astype(float) - blocks).max() <= 0.5
+
+
+def test_large_frames_followed_at_half_size_still_follow_the_pan(panning_cut, monkeypatch):
+    """The clip at twice its size, as a 4K shot of a 1080p picture, searched for corners and followed on a copy
+    at the clip's own size: the pan is found to a few tenths of a pixel, and tracks hold as long."""
+    large = np.stack([cv2.resize(frame, (480, 360), interpolation=cv2.INTER_LINEAR) for frame in panning_cut.frames])
+    monkeypatch.setattr(detect, "FOLLOW_MAX_SIDE", 240)
+    tracks = track_clip(large, TrackDetector(max_points=40, min_distance=20))
+    held = tracks.visibility[0] & tracks.visibility[10]
+    start = tracks.path[0, held]
+    on_background = ~panning_cut.subject[0][(start[:, 1] / 2).astype(int), (start[:, 0] / 2).astype(int)]
+    moved = tracks.path[10, held] - start
+    assert on_background.sum() >= 15  # followed at full size: 18 here
+    np.testing.assert_allclose(np.median(moved[on_background], axis=0), [-30.0, -10.0], atol=0.3)
+    assert measure_tracks(tracks).median_life >= 15
+
+
+def test_frames_within_the_limit_are_followed_on_themselves(panning_cut, monkeypatch):
+    before = track_clip(panning_cut.frames[:12], TrackDetector(**PARAMS))
+    monkeypatch.setattr(detect, "FOLLOW_MAX_SIDE", 240)  # the clip's longer side: still followed as it is
+    after = track_clip(panning_cut.frames[:12], TrackDetector(**PARAMS))
+    np.testing.assert_array_equal(before.path, after.path)
+    np.testing.assert_array_equal(before.visibility, after.visibility)
+
+
 @pytest.mark.parametrize("pan", [(0.0, 0.0), (2.0, 0.5)])
 def test_motion_method_puts_points_on_the_moving_subject(pan):
     clip = make_clip(frames=30, pan=pan)
@@ -74,7 +113,10 @@ def test_motion_method_puts_points_on_the_moving_subject(pan):
     assert on_mask_share(tracks, clip.subject) >= 0.8
 
 
-def test_subject_mask_keeps_points_on_the_subject(panning_cut):
+@pytest.mark.parametrize("halved", [False, True])
+def test_subject_mask_keeps_points_on_the_subject(panning_cut, monkeypatch, halved):
+    if halved:  # corners found on a 120x90 copy, the mask reduced with it
+        monkeypatch.setattr(detect, "FOLLOW_MAX_SIDE", 120)
     tracks = detect_tracks(panning_cut.frames, subject=panning_cut.subject, **PARAMS)
     assert on_mask_share(tracks, panning_cut.subject) >= 0.95
     assert tracks.visibility.sum(axis=1).min() > 0
