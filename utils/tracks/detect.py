@@ -297,6 +297,16 @@ def follow_copy(gray: np.ndarray) -> tuple[np.ndarray, tuple]:
     return image, (gray.shape[1] / image.shape[1], gray.shape[0] / image.shape[0])
 
 
+def _on_copy(points: np.ndarray, scale: tuple) -> np.ndarray:
+    """Frame positions (OpenCV pixel centres) as positions on a copy ``scale`` times smaller, float32."""
+    return ((points + 0.5) / np.asarray(scale, np.float32) - 0.5).astype(np.float32)
+
+
+def _on_frame(points: np.ndarray, scale: tuple) -> np.ndarray:
+    """Positions on a copy ``scale`` times smaller as frame positions (the inverse of :func:`_on_copy`)."""
+    return ((points + 0.5) * np.asarray(scale, np.float32) - 0.5).astype(np.float32)
+
+
 def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
             window: int = _LK_WINDOW, scale: tuple = (1, 1)):
     """LK-tracked positions from gray ``previous`` into ``current`` (starting from ``guess``, a patch
@@ -306,8 +316,7 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess
         return points, np.zeros(0, bool)
     scaled = scale != (1, 1)
     if scaled:
-        factor = np.asarray(scale, np.float32)
-        points, guess = (points + 0.5) / factor - 0.5, (guess + 0.5) / factor - 0.5
+        points, guess = _on_copy(points, scale), _on_copy(guess, scale)
     start = np.ascontiguousarray(points.reshape(-1, 1, 2), np.float32)
     params = dict(winSize=(window, window), flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **_LK_PARAMS)
     forward, status_f, _ = cv2.calcOpticalFlowPyrLK(previous, current, start,
@@ -320,7 +329,7 @@ def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess
     ok &= (forward[:, 0] >= -0.5) & (forward[:, 0] <= width - 0.5)
     ok &= (forward[:, 1] >= -0.5) & (forward[:, 1] <= height - 0.5)
     if scaled:
-        forward = (forward + 0.5) * factor - 0.5
+        forward = _on_frame(forward, scale)
     return forward, ok
 
 
@@ -602,7 +611,7 @@ class TrackDetector:
         reduced_region = None if region is None else \
             cv2.resize(region, image.shape[::-1], interpolation=cv2.INTER_AREA)  # any subject pixel counts
         corners = _corner_candidates(image, self.sensitivity, self.min_distance / max(scale), reduced_region)
-        corners = ((corners + 0.5) * np.asarray(scale, np.float32) - 0.5).astype(np.float32)
+        corners = _on_frame(corners, scale)
         return corners[_in_region(corners, region)]
 
     def _make_room(self, candidates: np.ndarray, moving: np.ndarray, room: int) -> int:
