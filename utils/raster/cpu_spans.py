@@ -96,7 +96,7 @@ def _line_spans(table: SegmentTable, radius, rows: range, width: int):
     first_row, row_count = _row_ranges(ymin, ymax, rows)
     seg, row = _expand(first_row, row_count)
     yc = row.astype(np.float32) + np.float32(0.5)
-    p0, p1, r = table.p0[seg], table.p1[seg], radius[seg]
+    p0, p1, r = table.p0.take(seg, axis=0), table.p1.take(seg, axis=0), radius[seg]
     delta = p1 - p0
     length = np.sqrt((delta * delta).sum(axis=1))
     tangent = delta / np.maximum(length, _EPS)[:, None]
@@ -118,7 +118,7 @@ def _line_spans(table: SegmentTable, radius, rows: range, width: int):
     last = np.floor(hi - 0.5)
     for has_plane, point, normal, negative in ((table.has_start, p0, table.start_normal, False),
                                                (table.has_end, p1, table.end_normal, True)):
-        plane_first, plane_last = _plane_side(point, normal[seg], yc, negative)
+        plane_first, plane_last = _plane_side(point, normal.take(seg, axis=0), yc, negative)
         used = has_plane[seg]
         np.maximum(first, plane_first, out=first, where=used)
         np.minimum(last, plane_last, out=last, where=used)
@@ -219,7 +219,7 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
     lines, table = layer.lines, layer.table
     span, x, pixels = _pair_pixels(row, first, count, width_px)
     yc = row.astype(np.float32) + np.float32(0.5)
-    p0, p1 = table.p0[seg], table.p1[seg]
+    p0, p1 = table.p0.take(seg, axis=0), table.p1.take(seg, axis=0)
     delta = p1 - p0
     length = np.sqrt((delta * delta).sum(axis=1))
     # Unit tangent ((1, 0) for a zero-length segment: a dot).
@@ -237,8 +237,8 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
     arc = (table.arc_start[seg])[span] + clamped
     factor = None
     if table.factor0 is not None:  # width and alpha factors, linear between the segment's ends
-        start = table.factor0[seg][span]
-        factor = start + (table.factor1[seg][span] - start) * (clamped / np.maximum(seg_length, _EPS))[:, None]
+        start = table.factor0.take(seg, axis=0)[span]
+        factor = start + (table.factor1.take(seg, axis=0)[span] - start) * (clamped / np.maximum(seg_length, _EPS))[:, None]
     polyline = table.polyline[seg]
     half_width = (lines.width[polyline] * 0.5)[span]
     if factor is not None:
@@ -253,7 +253,7 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
         span, pixels, distance, arc, half_width, outside = (values[keep] for values in (
             span, pixels, distance, arc, half_width, outside))
         factor = None if factor is None else factor[keep]
-    dash = lines.dash[polyline]
+    dash = lines.dash.take(polyline, axis=0)
     if np.any(dash[:, 1] > 0):
         dashed = (dash[:, 1] > 0)[span]
         to_dash = _dash_distance(arc, dash[:, 0][span], dash[:, 1][span])
@@ -279,9 +279,9 @@ def _box_spans(boxes: Boxes, rows: range, width: int):
     first_row, row_count = _row_ranges(cy - hh - margin, cy + hh + margin, rows)
     box, row = _expand(first_row, row_count)
     yc = row.astype(np.float32) + np.float32(0.5)
-    m, cx, hw, r = margin[box], boxes.center[box, 0], boxes.half_size[box, 0], boxes.radius[box]
-    hollow = (boxes.fill_color[box, 3] <= 0) & (hw - m > 0) & \
-        (np.abs(yc - boxes.center[box, 1]) < hh[box] - r - m)
+    m, cx, hw, r = margin[box], boxes.center[:, 0][box], boxes.half_size[:, 0][box], boxes.radius[box]
+    hollow = (boxes.fill_color[:, 3][box] <= 0) & (hw - m > 0) & \
+        (np.abs(yc - cy[box]) < hh[box] - r - m)
     left_end = np.where(hollow, cx - hw + m, cx + hw + m)
     out = []
     for lo, hi, used in ((cx - hw - m, left_end, np.ones(len(box), bool)), (cx + hw - m, cx + hw + m, hollow)):
@@ -302,10 +302,10 @@ def _box_pairs(boxes: Boxes, box, row, first, count, width_px):
     """Coverage and colour of each (box, pixel) pair: stroke over fill."""
     span, x, pixels = _pair_pixels(row, first, count, width_px)
     yc = row.astype(np.float32) + np.float32(0.5)
-    half = boxes.half_size[box]
+    half = boxes.half_size.take(box, axis=0)
     radius = boxes.radius[box]
-    offset_x = np.abs(x - boxes.center[box, 0][span])
-    offset_y = np.abs(yc - boxes.center[box, 1])[span]
+    offset_x = np.abs(x - boxes.center[:, 0][box][span])
+    offset_y = np.abs(yc - boxes.center[:, 1][box])[span]
     qx = offset_x - (half[:, 0] - radius)[span]
     qy = offset_y - (half[:, 1] - radius)[span]
     outer = np.sqrt(np.square(np.maximum(qx, 0)) + np.square(np.maximum(qy, 0)))
@@ -352,7 +352,7 @@ def _glyph_pairs(glyphs: Glyphs, glyph, row, first, count, width_px):
     """Coverage and colour of each (glyph, pixel) pair: the atlas sampled bilinearly (see :class:`Glyphs`)."""
     span, x, pixels = _pair_pixels(row, first, count, width_px)
     yc = row.astype(np.float32) + np.float32(0.5)
-    origin, texel = glyphs.origin[glyph], glyphs.texel[glyph]
+    origin, texel = glyphs.origin.take(glyph, axis=0), glyphs.texel.take(glyph, axis=0)
     u = (x - origin[:, 0][span]) + texel[:, 0][span] - np.float32(0.5)
     v = ((yc - origin[:, 1]) + texel[:, 1] - np.float32(0.5))[span]
     u0, v0 = np.floor(u), np.floor(v)
@@ -384,36 +384,41 @@ def _chunks(counts, limit, groups=None):
 def _composite(pending: list, height: int, width: int) -> SparseLayer:
     """Composite contributions (in drawing order) per pixel into a sparse layer.
 
-    Contributions are sorted by (pixel, order); each pixel starts from its
-    top-most contribution and adds the ones below it *under* the running
-    result, front to back, one depth level per pass.
+    Each pixel starts from its top-most (last drawn) contribution, found with
+    a scatter-max of contribution numbers over the pixels the contributions
+    span; the ones below are then added *under* the running result, front to
+    back, one depth level per pass. No sort: most pixels have one contribution.
     """
     pixels = np.concatenate([p.pixels for p in pending])
+    if len(pixels) == 0:
+        return SparseLayer.empty(height, width)
     color = np.concatenate([p.color for p in pending], axis=1)
     alpha = np.concatenate([p.alpha for p in pending])
-    shift = max(int(len(pixels)).bit_length(), 1)
-    keys = (pixels << shift) | np.arange(len(pixels), dtype=np.int64)
-    keys.sort()
-    order = keys & ((1 << shift) - 1)
-    sorted_pixels = keys >> shift
-    boundary = np.ones(len(keys), dtype=bool)
-    np.not_equal(sorted_pixels[1:], sorted_pixels[:-1], out=boundary[:-1])
-    last = np.flatnonzero(boundary)
-    depth = last - np.concatenate(([-1], last[:-1]))
-    top = order[last]
+    number = np.arange(len(pixels), dtype=np.int32 if len(pixels) < 2**31 else np.int64)
+    first = int(pixels.min())
+    local = pixels - first
+    owner = np.full(int(local.max()) + 1, -1, number.dtype)  # per pixel of the span: its top contribution
+    np.maximum.at(owner, local, number)
+    covered = np.flatnonzero(owner >= 0)
+    top = owner[covered]
     acc_color = color.take(top, axis=1)
     acc_alpha = alpha[top]
-    deeper = np.flatnonzero(depth > 1)
-    level = 1
-    while len(deeper):
-        below = order[last[deeper] - level]
-        transmit = 1.0 - acc_alpha[deeper]
-        for channel in range(3):
-            acc_color[channel, deeper] += color[channel].take(below) * transmit
-        acc_alpha[deeper] += alpha[below] * transmit
-        level += 1
-        deeper = deeper[depth[deeper] > level]
-    return SparseLayer(height, width, sorted_pixels[last], acc_color, acc_alpha)
+    below = np.flatnonzero(owner[local] != number).astype(number.dtype)  # in drawing order
+    if len(below):
+        owner[covered] = np.arange(len(covered), dtype=number.dtype)  # now: pixel -> its place in the result
+        place = owner[local[below]]
+        nearest = np.full(len(covered), -1, number.dtype)  # per place: the next contribution down
+        while len(below):
+            np.maximum.at(nearest, place, below)
+            level = nearest[place] == below
+            under, at = below[level], place[level]
+            transmit = 1.0 - acc_alpha[at]
+            for channel in range(3):
+                acc_color[channel, at] += color[channel].take(under) * transmit
+            acc_alpha[at] += alpha[under] * transmit
+            nearest[at] = -1
+            below, place = below[~level], place[~level]
+    return SparseLayer(height, width, covered + first, acc_color, acc_alpha)
 
 
 def _as_pairs(layer: SparseLayer) -> _Pairs:
