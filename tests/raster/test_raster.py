@@ -268,6 +268,20 @@ def test_later_primitives_are_on_top(renderer, opacity, expected, layout):
     np.testing.assert_allclose(out[24, 32], expected, rtol=0, atol=1e-6)
 
 
+def test_deep_stacks_composite_in_drawing_order(renderer):
+    """Seven half-transparent boxes of different colours over one pixel, and a box over part of them: each
+    pixel is the "over" of its own stack, bottom to top, however deep."""
+    colors = np.random.default_rng(4).random((7, 3)).astype(np.float32)
+    stack = DisplayList(tuple(boxes([16, 12], [6 + i, 5 + i], fill_color=(*colors[i], 0.5)) for i in range(7)))
+    stack += DisplayList((boxes([26, 12], [2, 2], fill_color=(1.0, 1.0, 1.0, 0.25)),))  # over boxes 5, 6 alone
+    out = renderer.render(flat_frame(24, 32, (0, 0, 0), np.float32), stack)
+    expected = np.zeros(3, np.float32)
+    for color in colors:
+        expected = color * 0.5 + expected * 0.5
+    np.testing.assert_allclose(out[12, 16], expected, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(out[12, 26], 0.25 + (colors[6] * 0.5 + colors[5] * 0.25) * 0.75, rtol=0, atol=1e-6)
+
+
 def test_layer_export_blends_back_to_the_composite(renderer):
     display_list = random_display_list(11)
     rgb, alpha = renderer.render_layer(display_list, 72, 96)
@@ -290,6 +304,15 @@ def test_empty_display_list_returns_an_equal_new_frame(renderer, dtype):
     np.testing.assert_array_equal(out, frame)
     rgb, alpha = renderer.render_layer(DisplayList(), 48, 64)
     assert not rgb.any() and not alpha.any()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+@pytest.mark.parametrize("layout", ["Fortran order", "mirrored view"])
+def test_frames_of_any_memory_layout_are_drawn_alike(renderer, dtype, layout):
+    frame, display_list = SCENES["seed_scene"]()
+    frame = np.asfortranarray(frame.astype(dtype)) if layout == "Fortran order" else frame.astype(dtype)[:, ::-1]
+    np.testing.assert_array_equal(renderer.render(frame, display_list),
+                                  renderer.render(np.ascontiguousarray(frame), display_list))
 
 
 @pytest.mark.parametrize("scene", ["seed_scene", "float32_frame"])
