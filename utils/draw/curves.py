@@ -92,6 +92,7 @@ def flatten(controls, tolerance: float = 0.05, xp=np):
     t = (step / chords[curve]).astype(xp.float32)
     weights = _bernstein(t, controls.shape[1] - 1, xp)
     vertices = xp.zeros((total, 2), dtype=xp.float32)
+    points = controls.take(curve, axis=0)  # [V, degree + 1, 2]; take is much faster than fancy rows here
     for j in range(controls.shape[1]):  # sum of weight x control point, in control-point order
-        vertices += weights[:, j, None] * controls[curve, j]
+        vertices += weights[:, j, None] * points[:, j]
     return vertices, offsets

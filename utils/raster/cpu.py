@@ -32,7 +32,7 @@ once x2 35.2 / 55.2, x4 21.8 / 32.4, x8 24.1 / 24.9, x16 35.2 / 36.4."""
 AT_ONCE_BYTES = 128 << 20
 """A frame whose rasterising needs more working memory than this is drawn alone (in bands, the other frames
 waiting), so frames drawn at once hold at most :data:`FRAMES_AT_ONCE` x this. Measured: 1080p with 100 / 300
-points 39 / 81 MB, 4K with 100 / 1000 points 80 / 281 MB."""
+points 36 / 82 MB, 4K with 100 / 1000 points 54 / 280 MB."""
 
 
 def _raster_bands(height: int) -> int:
