@@ -66,8 +66,8 @@ def build_segment_table(vertices, offsets, xp=np, vertex_width=None, vertex_alph
     index = xp.arange(vertices.shape[0] - lines if lines else 0, dtype=xp.int64)
     polyline = xp.searchsorted(seg_offsets[1:], index, side="right")
     starts = index + polyline
-    p0 = vertices[starts]
-    p1 = vertices[starts + 1]
+    p0 = vertices.take(starts, axis=0)  # take: row fancy indexing is several times slower
+    p1 = vertices.take(starts + 1, axis=0)
     tangent, length = _unit(p1 - p0, xp)
 
     # Keep non-degenerate segments, or the first segment of an all-degenerate polyline.
@@ -76,14 +76,15 @@ def build_segment_table(vertices, offsets, xp=np, vertex_width=None, vertex_alph
     polyline_has_length[polyline[long_enough]] = True
     keep = long_enough | ((index == seg_offsets[polyline]) & ~polyline_has_length[polyline])
     kept = xp.nonzero(keep)[0]
-    p0, p1, tangent, length, polyline = p0[kept], p1[kept], tangent[kept], length[kept], polyline[kept]
+    p0, p1, tangent = (rows.take(kept, axis=0) for rows in (p0, p1, tangent))
+    length, polyline = length[kept], polyline[kept]
     factor0 = factor1 = None
     if vertex_width is not None or vertex_alpha is not None:
         factors = xp.ones((vertices.shape[0], 2), dtype=xp.float32)
         for column, given in enumerate((vertex_width, vertex_alpha)):
             if given is not None:
                 factors[:, column] = xp.asarray(given, dtype=xp.float32)
-        factor0, factor1 = factors[starts[kept]], factors[starts[kept] + 1]
+        factor0, factor1 = factors.take(starts[kept], axis=0), factors.take(starts[kept] + 1, axis=0)
 
     count = p0.shape[0]
     same_as_prev = xp.zeros(count, dtype=bool)
