@@ -247,7 +247,7 @@ class FailingRenderer:
 
     def __init__(self, renderer, error, fail_at):
         self.renderer, self.error, self.fail_at, self.calls = renderer, error, fail_at, 0
-        self.frames_at_once = renderer.frames_at_once
+        self.frames_at_once, self.name = renderer.frames_at_once, renderer.name
         self._lock = threading.Lock()
 
     def _count(self):

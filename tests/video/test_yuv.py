@@ -435,23 +435,32 @@ def test_detection_sees_the_same_frames_in_both_paths(tmp_path, demo_clip_file, 
 
 
 class HostGpu:
-    """A stand-in GPU renderer: it draws planes in place with the CPU renderer's layer; ``fail`` raises first."""
+    """A stand-in GPU renderer: it draws planes in place with the CPU renderer's layer. ``fail`` raises at the
+    first upload; ``fail_after`` raises after that many frames were drawn."""
 
-    def __init__(self, cpu, fail=False):
-        self.cpu, self.fail, self.calls, self.closed = cpu, fail, 0, False
+    def __init__(self, cpu, fail=False, fail_after=None):
+        self.cpu, self.fail, self.fail_after, self.closed = cpu, fail, fail_after, False
+        self.uploads, self.drawn = [], 0
 
-    def upload(self, display_list):
-        self.calls += 1
+    @property
+    def calls(self):
+        return len(self.uploads)
+
+    def upload_batch(self, display_lists):
+        self.uploads.append(len(display_lists))
         if self.fail:
             raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
-        return display_list
+        return display_lists
 
     def host_array(self, nbytes):
         return self.cpu.host_array(nbytes)
 
-    def draw_planes(self, scene, planes, glow=None):
-        layer = self.cpu.rasterize(scene, planes.height, planes.width, glow=glow)
+    def draw_planes(self, scene, planes, glow=None, frame=0):
+        if self.drawn == self.fail_after:
+            raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+        layer = self.cpu.rasterize(scene[frame], planes.height, planes.width, glow=glow)
         composite_planes(planes, planar_layer(layer.pixels, layer.color, layer.alpha, planes))
+        self.drawn += 1
 
     def close(self):
         self.closed = True
@@ -459,7 +468,8 @@ class HostGpu:
 
 @pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
 def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_renderer, fail, caplog):
-    """The GPU renderer draws the planes itself; a GPU failure finishes the video on the CPU, same frames."""
+    """The GPU renderer draws the planes itself, the small clip's 4 frames from one scene; a GPU failure
+    finishes the video on the CPU, same frames."""
 
     clip = smooth_clip(tmp_path / "clip.mp4")
     tracks = random_tracks(4, 12, 160, 96, seed=3)
@@ -473,13 +483,30 @@ def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_rend
     for ours, reference in zip(decoded_planes(outputs[0]), decoded_planes(outputs[1])):
         for plane, want in zip(ours, reference):
             np.testing.assert_array_equal(plane, want)
-    assert (gpu.calls, gpu.closed) == ((1, True) if fail else (4, False))
+    assert (gpu.uploads, gpu.drawn, gpu.closed) == (([4], 0, True) if fail else ([4], 4, False))
     assert ("continuing on the CPU" in caplog.text) == fail
+
+
+def test_a_gpu_failure_inside_a_scene_leaves_the_drawn_frames_to_the_gpu(tmp_path, cpu_renderer):
+    """The GPU fails after drawing 2 of the 4 frames of its scene: the CPU draws the other 2, and no frame
+    gets the overlay twice (the video equals the CPU's)."""
+    clip = smooth_clip(tmp_path / "clip.mp4")
+    tracks = random_tracks(4, 12, 160, 96, seed=3)
+    gpu = HostGpu(cpu_renderer, fail_after=2)
+    outputs = []
+    for renderer in (FallbackRenderer(gpu, CpuRenderer), cpu_renderer):
+        outputs.append(tmp_path / f"{len(outputs)}.mp4")
+        render_video(FrameSource.from_video(clip), TrackPoints(tracks), SPEC, renderer, outputs[-1], crf=0,
+                     preset="ultrafast")
+    for ours, reference in zip(decoded_planes(outputs[0]), decoded_planes(outputs[1])):
+        for plane, want in zip(ours, reference):
+            np.testing.assert_array_equal(plane, want)
+    assert (gpu.uploads, gpu.drawn, gpu.closed) == ([4], 2, True)
 
 
 def test_frames_with_nothing_to_draw_are_encoded_as_decoded_without_a_draw(tmp_path, cpu_renderer):
     """Frames whose points are all hidden reach the encoder bit-identical, and no renderer is asked to draw
-    them (no upload, no raster); frames with points are drawn as before."""
+    them (not in the scene, no raster); frames with points are drawn as before."""
     clip = smooth_clip(tmp_path / "clip.mp4")
     tracks = random_tracks(4, 12, 160, 96, seed=3)
     visible = tracks.visibility.copy()
@@ -492,7 +519,7 @@ def test_frames_with_nothing_to_draw_are_encoded_as_decoded_without_a_draw(tmp_p
     for index in (1, 2):
         for plane, want in zip(ours[index], source[index]):
             np.testing.assert_array_equal(plane, want)
-    assert gpu.calls == 2 and not np.array_equal(ours[0][0], source[0][0])
+    assert gpu.uploads == [2] and gpu.drawn == 2 and not np.array_equal(ours[0][0], source[0][0])
 
 
 def test_planes_the_gpu_drew_are_not_held_while_the_video_streams(tmp_path, cpu_renderer, monkeypatch):
@@ -510,8 +537,8 @@ def test_planes_the_gpu_drew_are_not_held_while_the_video_streams(tmp_path, cpu_
         return planes
 
     class CountingGpu(HostGpu):
-        def draw_planes(self, scene, planes, glow=None):
-            super().draw_planes(scene, planes, glow)
+        def draw_planes(self, scene, planes, glow=None, frame=0):
+            super().draw_planes(scene, planes, glow, frame)
             gc.collect()
             alive.append(sum(ref() is not None for ref in made))
 
@@ -520,7 +547,7 @@ def test_planes_the_gpu_drew_are_not_held_while_the_video_streams(tmp_path, cpu_
     renderer = FallbackRenderer(CountingGpu(cpu_renderer), CpuRenderer)
     render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(24, 8, 160, 96)), SPEC, renderer,
                  tmp_path / "out.mp4", crf=0, preset="ultrafast")
-    assert len(alive) == 24 and max(alive) <= stream.frames_in_flight(renderer)
+    assert len(alive) == 24 and max(alive) <= stream.frames_in_flight(renderer, 160, 96)
 
 
 # ------------------------------------------------------------------ GPU

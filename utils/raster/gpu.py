@@ -541,8 +541,8 @@ class GpuRenderer(Renderer):
             order = cupy.argsort(pixels)
             return pixels[order], layer[keep][order]
 
-    def draw_planes(self, scene: DeviceScene, planes, glow: Glow | None = None) -> None:
-        """Composite the scene's first frame (over its ``glow``) over 8-bit 4:2:0 ``planes`` (a
+    def draw_planes(self, scene: DeviceScene, planes, glow: Glow | None = None, frame: int = 0) -> None:
+        """Composite the scene's frame ``frame`` (over its ``glow``) over 8-bit 4:2:0 ``planes`` (a
         :class:`~..video.yuv.YuvPlanes`) in place, in their own YUV. Host planes cross the bus once each
         way; GPU planes stay there. Without glow one tile kernel does it; with glow the glowing layer is
         made planar and composited by :mod:`..video.yuv`'s own steps, on CuPy."""
@@ -567,12 +567,12 @@ class GpuRenderer(Renderer):
             else:
                 targets = planes
             if glows(glow):
-                pixels, rgba = self.glow_layer_device(scene, planes.height, planes.width, glow)
+                pixels, rgba = self.glow_layer_device(scene, planes.height, planes.width, glow, frame)
                 composite_planes(targets, planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], targets))
             else:
                 matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
                 coefficients = cupy.asarray(np.concatenate([matrix.ravel(), offset]).astype(np.float32))
-                bins = self.bin(scene, planes.height, planes.width)
+                bins = self.bin(scene, planes.height, planes.width, range(frame, frame + 1))
                 _kernel(f"composite_yuv420_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
                     (bins.frame_tiles,), (TILE, TILE), (
                         scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start,
@@ -719,12 +719,12 @@ class GpuRenderer(Renderer):
                 layer, rows, weights, np.int32(reach), np.float32(glow.strength), frame, out[index],
                 np.int32(width), np.int32(height)), shared_mem=len(weights) * 4)
 
-    def glow_layer_device(self, scene: DeviceScene, height: int, width: int, glow: Glow):
-        """Like :meth:`layer_device`, the first frame's layer over its ``glow``."""
+    def glow_layer_device(self, scene: DeviceScene, height: int, width: int, glow: Glow, frame: int = 0):
+        """Like :meth:`layer_device`, the layer of the scene's frame ``frame`` over its ``glow``."""
         import cupy
 
         with self._on_stream():
-            bins = self.bin(scene, height, width)
+            bins = self.bin(scene, height, width, range(frame, frame + 1))
             layer, rows, weights, reach = self._glow_halo(scene, bins, 0, height, width, glow)
             rgba = self._buffer("glow_rgba", height * width * 4, cupy.float32).reshape(-1, 4)
             _kernel("glow_layer_rgba")(self._column_grid(height, width), _GLOW_BLOCK, (

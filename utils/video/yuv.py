@@ -176,34 +176,52 @@ def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
         flat[index] = _levels(keep * flat[index] + term, xp)
 
 
-def _draw_on_gpu(renderer, display_list, planes: YuvPlanes, glow) -> bool:
-    """Whether ``renderer`` drew ``display_list`` (over its ``glow``) over ``planes`` on the GPU (then in
-    place, done)."""
+def _drawn_on_gpu(renderer, display_lists: list, planes: list, glow) -> int:
+    """How many of ``display_lists`` (from the first) ``renderer`` drew over their ``planes`` on the GPU
+    (over their ``glow``, from one scene uploaded for them, in place): all of them, or none when it draws
+    on the CPU, or those done before the GPU failed (a retry resumes after them)."""
+    done = [0]
+
     def draw(gpu):
-        gpu.draw_planes(gpu.upload(display_list), planes, glow)
-        return True
+        scene = gpu.upload_batch(display_lists[done[0]:])
+        for frame, picture in enumerate(planes[done[0]:]):
+            gpu.draw_planes(scene, picture, glow, frame)
+            done[0] += 1
 
     if hasattr(renderer, "on_gpu"):  # the GPU renderer with its CPU fallback
-        return bool(renderer.on_gpu(draw))
-    return draw(renderer) if hasattr(renderer, "draw_planes") else False
+        renderer.on_gpu(draw)
+    elif hasattr(renderer, "draw_planes"):
+        draw(renderer)
+    return done[0]
+
+
+def draw_planes_together(renderer, display_lists: list, planes: list, glow=None) -> list:
+    """Start drawing each of ``display_lists`` (over its ``glow``, a :class:`~..raster.glow.Glow`) over its
+    ``planes`` with ``renderer``; one :class:`PlanarLayer` or None per frame.
+
+    The GPU renderer uploads one scene for the frames that have something to
+    draw and composites each at once, in place (host planes cross the bus
+    once each way): None comes back, as it does for an empty list.
+    Otherwise each layer is rasterised on the CPU and its
+    :class:`PlanarLayer` comes back, for :func:`composite_planes` to apply
+    (on another thread, if the caller likes); the planes' pixels are not
+    read yet.
+    """
+    layers = [None] * len(display_lists)  # nothing to draw, nothing to glow: empty frames stay as they are
+    drawn = [index for index, display_list in enumerate(display_lists) if display_list.primitive_count]
+    if not drawn:
+        return layers
+    on_gpu = _drawn_on_gpu(renderer, [display_lists[i] for i in drawn], [planes[i] for i in drawn], glow)
+    for index in drawn[on_gpu:]:
+        picture = planes[index]
+        sparse = renderer.rasterize(display_lists[index], picture.height, picture.width, glow=glow)
+        layers[index] = planar_layer(sparse.pixels, sparse.color, sparse.alpha, picture)
+    return layers
 
 
 def draw_planes(renderer, display_list, planes: YuvPlanes, glow=None) -> PlanarLayer | None:
-    """Start drawing ``display_list`` (over its ``glow``, a :class:`~..raster.glow.Glow`) over ``planes``
-    with ``renderer``.
-
-    The GPU renderer composites it at once, in place (host planes cross the
-    bus once each way) and None comes back, as it does for an empty list.
-    Otherwise the layer is rasterised on the CPU and its :class:`PlanarLayer`
-    comes back, for :func:`composite_planes` to apply (on another thread, if
-    the caller likes); the planes' pixels are not read yet.
-    """
-    if not display_list.primitive_count:  # nothing to draw, nothing to glow: the planes stay as they are
-        return None
-    if _draw_on_gpu(renderer, display_list, planes, glow):
-        return None
-    sparse = renderer.rasterize(display_list, planes.height, planes.width, glow=glow)
-    return planar_layer(sparse.pixels, sparse.color, sparse.alpha, planes)
+    """:func:`draw_planes_together` of one frame."""
+    return draw_planes_together(renderer, [display_list], [planes], glow)[0]
 
 
 def overlay_planes(renderer, display_list, planes: YuvPlanes, glow=None) -> None:
