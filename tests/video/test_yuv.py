@@ -466,33 +466,11 @@ class HostGpu:
         self.closed = True
 
 
-@pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
-def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_renderer, fail, caplog):
-    """The GPU renderer draws the planes itself, the small clip's 4 frames from one scene; a GPU failure
-    finishes the video on the CPU, same frames."""
-
+def assert_the_fallback_draws_the_cpus_video(tmp_path, gpu, cpu_renderer) -> None:
+    """Render the small clip's 4 frames through ``gpu`` (behind the CPU fallback) and with the CPU renderer:
+    the videos are identical."""
     clip = smooth_clip(tmp_path / "clip.mp4")
     tracks = random_tracks(4, 12, 160, 96, seed=3)
-    gpu = HostGpu(cpu_renderer, fail)
-    outputs = []
-    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
-        for renderer in (FallbackRenderer(gpu, CpuRenderer), cpu_renderer):
-            outputs.append(tmp_path / f"{len(outputs)}.mp4")
-            render_video(FrameSource.from_video(clip), TrackPoints(tracks), SPEC, renderer, outputs[-1], crf=0,
-                         preset="ultrafast")
-    for ours, reference in zip(decoded_planes(outputs[0]), decoded_planes(outputs[1])):
-        for plane, want in zip(ours, reference):
-            np.testing.assert_array_equal(plane, want)
-    assert (gpu.uploads, gpu.drawn, gpu.closed) == (([4], 0, True) if fail else ([4], 4, False))
-    assert ("continuing on the CPU" in caplog.text) == fail
-
-
-def test_a_gpu_failure_inside_a_scene_leaves_the_drawn_frames_to_the_gpu(tmp_path, cpu_renderer):
-    """The GPU fails after drawing 2 of the 4 frames of its scene: the CPU draws the other 2, and no frame
-    gets the overlay twice (the video equals the CPU's)."""
-    clip = smooth_clip(tmp_path / "clip.mp4")
-    tracks = random_tracks(4, 12, 160, 96, seed=3)
-    gpu = HostGpu(cpu_renderer, fail_after=2)
     outputs = []
     for renderer in (FallbackRenderer(gpu, CpuRenderer), cpu_renderer):
         outputs.append(tmp_path / f"{len(outputs)}.mp4")
@@ -501,6 +479,24 @@ def test_a_gpu_failure_inside_a_scene_leaves_the_drawn_frames_to_the_gpu(tmp_pat
     for ours, reference in zip(decoded_planes(outputs[0]), decoded_planes(outputs[1])):
         for plane, want in zip(ours, reference):
             np.testing.assert_array_equal(plane, want)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
+def test_the_gpu_renderers_layer_is_used_through_its_fallback(tmp_path, cpu_renderer, fail, caplog):
+    """The GPU renderer draws the planes itself, the small clip's 4 frames from one scene; a GPU failure
+    finishes the video on the CPU, same frames."""
+    gpu = HostGpu(cpu_renderer, fail)
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        assert_the_fallback_draws_the_cpus_video(tmp_path, gpu, cpu_renderer)
+    assert (gpu.uploads, gpu.drawn, gpu.closed) == (([4], 0, True) if fail else ([4], 4, False))
+    assert ("continuing on the CPU" in caplog.text) == fail
+
+
+def test_a_gpu_failure_inside_a_scene_leaves_the_drawn_frames_to_the_gpu(tmp_path, cpu_renderer):
+    """The GPU fails after drawing 2 of the 4 frames of its scene: the CPU draws the other 2, and no frame
+    gets the overlay twice (the video equals the CPU's)."""
+    gpu = HostGpu(cpu_renderer, fail_after=2)
+    assert_the_fallback_draws_the_cpus_video(tmp_path, gpu, cpu_renderer)
     assert (gpu.uploads, gpu.drawn, gpu.closed) == ([4], 2, True)
 
 
