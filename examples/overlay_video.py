@@ -59,7 +59,7 @@ from trackoverlay.utils.tracks.track_file import load_tracks_json
 from trackoverlay.utils.video.budget import Budget
 from trackoverlay.utils.video.formats import CODECS
 from trackoverlay.utils.video.io import MAX_FPS, X264_PRESETS
-from trackoverlay.utils.video.nvcodec import DECODERS, ENCODERS, choose_decoder
+from trackoverlay.utils.video.nvcodec import DECODERS, ENCODERS, choose_decoder, nvenc_writes
 from trackoverlay.utils.video.paths import is_folder_spelling
 from trackoverlay.utils.video.stream import (
     DemoPoints,
@@ -138,7 +138,8 @@ def add_io_options(parser) -> None:
     parser.add_argument("--decoder", choices=DECODERS, default="auto", help="who decodes INPUT: nvdec = the GPU's "
                         "video decoder, frames straight into GPU memory (needs the nvcodec extra, PyNvVideoCodec); "
                         "cpu = PyAV. auto = nvdec when the GPU renderer draws, no points are detected (detection "
-                        "reads the frames on the host) and NVDEC is there, else cpu; files NVDEC does not take "
+                        "reads the frames on the host), NVENC encodes the output (x264 takes host frames, drawn "
+                        "faster in PyAV's YUV) and NVDEC is there, else cpu; files NVDEC does not take "
                         "(10-bit, 4:2:2/4:4:4, odd sizes, interlaced) decode on the CPU (default: %(default)s)")
     parser.add_argument("--encoder", choices=ENCODERS, default="auto", help="who encodes .mp4/.mov: nvenc = the "
                         "GPU's video encoder (nvcodec extra; consumer GPUs have it, H100/H200 do not); cpu = "
@@ -486,13 +487,16 @@ def point_source(args, mode: str, source: FrameSource, tracks):
                           warmup=args.warmup_frames)
 
 
-def pick_decoder(args, mode: str, backend: str, points) -> str:
+def pick_decoder(args, mode: str, backend: str, points, source: FrameSource, output: str) -> str:
     """The decoder of INPUT, resolved to "nvdec" or "cpu" and logged with its reason."""
     if mode != "video":
         if args.decoder == "nvdec":
             raise ValueError("--decoder nvdec decodes a video INPUT; the demo and the canvas are drawn, not decoded")
         return "cpu"
-    decoder, reason = choose_decoder(args.decoder, gpu_renderer=backend == "gpu", host_pixels=points.needs_frames)
+    decoder, reason = choose_decoder(
+        args.decoder, gpu_renderer=backend == "gpu", host_pixels=points.needs_frames,
+        host_encoder=lambda: nvenc_writes(output, args.encoder, source.width, source.height,
+                                          layer_only=args.layer_only, codec=args.codec))
     LOGGER.info("decoder: %s (%s)", decoder, reason)
     return decoder
 
@@ -548,7 +552,7 @@ def run(args) -> tuple[int, str]:
         spec = overlay_spec(args, source.height)
         points = point_source(args, mode, source, tracks)
         renderer, info = make_renderer(args.backend)
-        source.decoder = pick_decoder(args, mode, info.selected, points)
+        source.decoder = pick_decoder(args, mode, info.selected, points, source, output)
     except BaseException:
         source.close()
         if renderer is not None:

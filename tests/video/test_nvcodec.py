@@ -26,6 +26,7 @@ from trackoverlay.utils.video.nvcodec import (
     NvencWriter,
     choose_decoder,
     nv12_to_rgb,
+    nvenc_writes,
     open_frames,
     open_video_writer,
     pack_yuv420,
@@ -110,6 +111,62 @@ def test_a_decoder_that_does_not_start_is_the_reason(fake):
 ])
 def test_decoder_choice(fake, requested, gpu_renderer, host_pixels, expected):
     assert choose_decoder(requested, gpu_renderer=gpu_renderer, host_pixels=host_pixels) == expected
+
+
+def test_auto_decodes_on_the_cpu_for_an_encoder_of_host_frames(fake):
+    """Without NVENC for the output the frames go back to the host for x264: PyAV's YUV planes are faster
+    than NVDEC's RGB there. The encoder is asked about only when the other rules leave NVDEC."""
+    assert choose_decoder("auto", gpu_renderer=True, host_pixels=False, host_encoder=lambda: "no NVENC") == (
+        "cpu", "the encoder takes host frames (no NVENC)")
+    assert choose_decoder("nvdec", gpu_renderer=True, host_pixels=False, host_encoder=lambda: "no NVENC") == (
+        "nvdec", "requested")
+
+    def not_asked():
+        raise AssertionError("the encoder was probed for nothing")
+
+    assert choose_decoder("auto", gpu_renderer=True, host_pixels=True, host_encoder=not_asked)[0] == "cpu"
+    assert choose_decoder("auto", gpu_renderer=False, host_pixels=False, host_encoder=not_asked)[0] == "cpu"
+
+
+def test_whether_nvenc_writes_an_output(fake, tmp_path):
+    assert nvenc_writes(tmp_path / "out.mp4", "auto", 64, 48) == ""
+    assert [call[1] for call in fake.calls if call[0] == "CreateEncoder"] == [(256, 256, "NV12", False)]
+    assert nvenc_writes(tmp_path / "out.mp4", "cpu", 64, 48) == "encoder 'cpu' requested"
+    assert nvenc_writes(f"{tmp_path}/frames/", "auto", 64, 48) == "a PNG sequence"
+    assert nvenc_writes(tmp_path / "out.mov", "auto", 64, 48, layer_only=True) == \
+        "the overlay alone has alpha, which H.264/HEVC lack"
+    assert re.fullmatch(r"NVENC writes H\.264/HEVC in \.mp4/\.mov, and .*out\.webm is .*",
+                        nvenc_writes(tmp_path / "out.webm", "auto", 64, 48))
+    assert nvenc_writes(tmp_path / "out.mp4", "auto", 65, 48) == \
+        "NVENC takes even frame sizes, and the frames are 65x48"
+    assert sum(call[0] == "CreateEncoder" for call in fake.calls) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_gpu_without_nvenc_is_probed_once_for_decoder_and_writer(fake, tmp_path):
+    """The decoder's probe finds NVENC missing; the writer then falls back without starting it again."""
+    fake.fail_encoder = NVENC_ERROR
+    reason = ("NVENC cannot start (PyNvVCException: PyNvEncoder constructor failed: NVENC error 2 "
+              "(NV_ENC_ERR_NO_ENCODE_DEVICE))")
+    assert nvenc_writes(tmp_path / "out.mp4", "auto", 64, 48) == reason
+    writer = open_video_writer(tmp_path / "out.mp4", "auto", 64, 48, fps=25)
+    writer.abort()
+    assert type(writer) is VideoWriter and sum(call[0] == "CreateEncoder" for call in fake.calls) == 1
+
+
+def test_a_gpu_whose_encoder_caps_cannot_be_read_has_no_nvenc(fake, tmp_path):
+    """PyNvVideoCodec 2.2 on an H100 fails reading the encoder's capabilities, with no error code: that GPU
+    has no NVENC either, and is not asked again."""
+    fake.fail_encoder = "PyNvEncoderCaps : "
+    assert nvenc_writes(tmp_path / "out.mp4", "auto", 64, 48) == \
+        "NVENC cannot start (PyNvVCException: PyNvEncoderCaps :)"
+    open_video_writer(tmp_path / "out.mp4", "auto", 64, 48, fps=25).abort()
+    assert sum(call[0] == "CreateEncoder" for call in fake.calls) == 1
+
+
+def test_nvenc_writes_nothing_without_the_library(absent, tmp_path):
+    assert nvenc_writes(tmp_path / "out.mp4", "auto", 64, 48) == \
+        "PyNvVideoCodec is not installed (pip install 'track-overlay[nvcodec]')"
 
 
 def test_decoder_choice_without_nvdec(absent):
