@@ -152,12 +152,12 @@ def choose_decoder(requested: str = "auto", *, gpu_renderer: bool, host_pixels: 
 
     ``auto`` takes NVDEC when it is there, the GPU renderer draws, nothing
     reads the pixels on the host (point detection does) and NVENC encodes
-    (``host_encoder()``, asked only then, says why the encoder would take host
-    frames, or "": see :func:`nvenc_writes`): the frames then never leave the GPU. When they go
-    back to the host for x264 anyway, decoding on the CPU into YUV planes is
-    faster (H100, 1080p with a 100-point track file: 126 against 84 fps).
-    ``nvdec`` raises ``RuntimeError`` with the reason and the fix when NVDEC
-    is not there.
+    (``host_encoder()``, asked only then, says why the encoder would take
+    host frames, or "": see :func:`nvenc_writes`): the frames then never
+    leave the GPU. When they go back to the host for x264 anyway, decoding
+    on the CPU into YUV planes is faster (H100, 1080p with a 100-point track
+    file: 126 against 84 fps). ``nvdec`` raises ``RuntimeError`` with the
+    reason and the fix when NVDEC is not there.
     """
     if requested not in DECODERS:
         raise ValueError(f"decoder {requested!r} is not one of {', '.join(DECODERS)}")
