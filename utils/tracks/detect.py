@@ -241,22 +241,30 @@ class _Spots:
         points = self.centroids[order]
         return points[_in_region(points, region)]
 
-    def follow(self, predicted: np.ndarray, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def follow(self, predicted: np.ndarray, last: np.ndarray, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each predicted point matched to a spot centroid within its ``reach`` [n] pixels, nearest
-        pairs first, one point per spot; returns (positions, matched)."""
+        pairs first, one point per spot; returns (positions, matched). A point that finds none may then
+        take a spot still free within reach of its ``last`` position: a centroid that jumped for a frame
+        (its spot touched another) throws the prediction off by as much again."""
         positions = predicted.copy()
         matched = np.zeros(len(predicted), bool)
         centroids = self.centroids[1:]
         if len(predicted) == 0 or len(centroids) == 0:
             return positions, matched
-        pairs = cKDTree(predicted).sparse_distance_matrix(cKDTree(centroids), float(reach.max()),
-                                                          output_type="ndarray")
-        pairs = pairs[pairs["v"] <= reach[pairs["i"]]]
         taken = np.zeros(len(centroids), bool)
-        for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
-            if not matched[point] and not taken[spot]:
-                matched[point], taken[spot] = True, True
-                positions[point] = centroids[spot]
+        spots = cKDTree(centroids)
+        for guesses in (predicted, last):
+            open_points = np.flatnonzero(~matched)
+            if len(open_points) == 0:
+                break
+            pairs = cKDTree(guesses[open_points]).sparse_distance_matrix(spots, float(reach.max()),
+                                                                         output_type="ndarray")
+            pairs = pairs[pairs["v"] <= reach[open_points[pairs["i"]]]]
+            for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
+                point = open_points[point]
+                if not matched[point] and not taken[spot]:
+                    matched[point], taken[spot] = True, True
+                    positions[point] = centroids[spot]
         return positions, matched
 
 
@@ -537,7 +545,8 @@ class TrackDetector:
         if spots is not None:
             reach = max(_SPOT_REACH, 0.5 * self.min_distance)
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
-            points, ok = spots.follow(self._live_points + self._live_step, np.where(unknown, 2 * reach, reach))
+            points, ok = spots.follow(self._live_points + self._live_step, self._live_points,
+                                      np.where(unknown, 2 * reach, reach))
         else:
             points, ok = _follow(self._previous.follow, frame.follow, self._live_points, guess,
                                  scale=frame.follow_scale)
