@@ -466,19 +466,23 @@ class HostGpu:
         self.closed = True
 
 
-def assert_the_fallback_draws_the_cpus_video(tmp_path, gpu, cpu_renderer) -> None:
-    """Render the small clip's 4 frames through ``gpu`` (behind the CPU fallback) and with the CPU renderer:
-    the videos are identical."""
-    clip = smooth_clip(tmp_path / "clip.mp4")
-    tracks = random_tracks(4, 12, 160, 96, seed=3)
-    outputs = []
+def assert_the_fallback_draws_the_cpus_video(tmp_path, gpu, cpu_renderer, frames=4, **options) -> list:
+    """Render a small clip of ``frames`` through ``gpu`` (behind the CPU fallback) and with the CPU renderer
+    (``options`` go to both renders): the videos are identical. Returns each render's progress calls."""
+    clip = smooth_clip(tmp_path / "clip.mp4", frames=frames)
+    tracks = random_tracks(frames, 12, 160, 96, seed=3)
+    outputs, progress = [], []
     for renderer in (FallbackRenderer(gpu, CpuRenderer), cpu_renderer):
         outputs.append(tmp_path / f"{len(outputs)}.mp4")
+        progress.append([])
         render_video(FrameSource.from_video(clip), TrackPoints(tracks), SPEC, renderer, outputs[-1], crf=0,
-                     preset="ultrafast")
-    for ours, reference in zip(decoded_planes(outputs[0]), decoded_planes(outputs[1])):
-        for plane, want in zip(ours, reference):
-            np.testing.assert_array_equal(plane, want)
+                     preset="ultrafast", progress=progress[-1].append, **options)
+    ours, reference = decoded_planes(outputs[0]), decoded_planes(outputs[1])
+    assert len(ours) == len(reference)
+    for mine, want in zip(ours, reference):
+        for plane, expected in zip(mine, want):
+            np.testing.assert_array_equal(plane, expected)
+    return progress
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["gpu", "gpu-fails"])
@@ -498,6 +502,16 @@ def test_a_gpu_failure_inside_a_scene_leaves_the_drawn_frames_to_the_gpu(tmp_pat
     gpu = HostGpu(cpu_renderer, fail_after=2)
     assert_the_fallback_draws_the_cpus_video(tmp_path, gpu, cpu_renderer)
     assert (gpu.uploads, gpu.drawn, gpu.closed) == ([4], 2, True)
+
+
+def test_gpu_scene_groups_follow_the_frame_range_and_the_clips_end(tmp_path, cpu_renderer):
+    """Frames 1..12 of a 14-frame clip, drawn by the GPU in groups of 8 (8, then 4): the same video as the
+    CPU's frame by frame, with the progress counting frames."""
+    gpu = HostGpu(cpu_renderer)
+    progress = assert_the_fallback_draws_the_cpus_video(tmp_path, gpu, cpu_renderer, frames=14, start_frame=1,
+                                                        end_frame=13)
+    assert gpu.uploads == [8, 4] and gpu.drawn == 12
+    assert progress == [[8, 12], list(range(1, 13))]
 
 
 def test_frames_with_nothing_to_draw_are_encoded_as_decoded_without_a_draw(tmp_path, cpu_renderer):
