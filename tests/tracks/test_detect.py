@@ -210,6 +210,35 @@ def test_a_bright_spot_that_touches_another_for_a_frame_keeps_its_track():
     np.testing.assert_allclose(tracks.path[9:, 0], truth[9:, 0], atol=0.3)
 
 
+def test_two_spots_whose_glows_touch_stay_two():
+    """Two dots 10 px apart whose glows join above the detection level (one connected spot) are split at
+    their cores: two tracks, each at its dot's centre."""
+    rows, cols = np.indices((120, 160)) + 0.5
+    truth = np.array([[70.3, 60.4], [80.3, 60.4]])
+    image = np.zeros((120, 160), np.float32)
+    for x, y in truth:
+        distance = np.hypot(cols - x, rows - y)
+        image = np.maximum(image, np.maximum(np.clip(3.5 - distance, 0, 1), 0.9 * np.exp(-0.5 * (distance / 6) ** 2)))
+    assert 153 < round(255 * image[60, 75]) < 204  # the saddle: above the level, below the cores' level
+    clip = np.repeat(np.repeat(image[None, ..., None], 3, axis=-1), 6, axis=0)
+    tracks = detect_tracks(clip, method="bright", min_distance=6.0, min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 2 and tracks.visibility.all()
+    found = tracks.path[0][np.argsort(tracks.path[0, :, 0])]
+    np.testing.assert_allclose(found, truth, atol=0.2)
+
+
+def test_crossing_bright_spots_keep_their_tracks():
+    """Two dots pass through each other (one spot for a few frames). The spot's centroid says where the pair
+    is, not how either moves, so each track keeps its motion and its own dot after the crossing."""
+    clip, truth = dot_clip(frames=30, starts=np.array([[60.3, 100.2], [130.3, 102.2]]),
+                           velocity=np.array([[2.5, 0.0], [-2.5, 0.0]]))
+    tracks = detect_tracks(clip, method="bright", min_distance=8.0, min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 2 and tracks.visibility.all()
+    columns = match_columns(tracks, truth)
+    for column, dot in enumerate(columns):
+        np.testing.assert_allclose(tracks.path[18:, column], truth[18:, dot], atol=0.3)  # after the crossing
+
+
 def test_max_points_and_column_cap_with_a_warning(caplog):
     rng = np.random.default_rng(3)
     starts = rng.uniform(20, 220, size=(12, 2))

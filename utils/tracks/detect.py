@@ -9,7 +9,9 @@ Per frame, :class:`TrackDetector`:
    camera motion takes them, checked forward-backward; frames larger than
    ``FOLLOW_MAX_SIDE`` are followed, and searched for corners, at half
    size or a quarter), or, for bright
-   spots, by matching each spot to the track whose motion predicts it; a
+   spots, by matching each spot to the track whose motion predicts it (spots
+   whose glows touch are split at their cores; a track whose spot has merged
+   with another's keeps its own motion through the crossing); a
    point that fails (but not one that left the frame) waits to be found
    again for ``REACQUIRE_FRAMES`` frames, moving on at its last speed;
 4. detects new points every ``redetect_interval`` frames (bright spots:
@@ -87,6 +89,9 @@ side is at most this many pixels: a 4K frame is worked on at 1920x1080, its 21-p
 much of the picture as on a 1080p frame, and its corners those of the picture, not of its grain. At full 4K,
 following (the one step that waits for the frame before) took ~20 ms a frame, and corners ~50 ms."""
 _STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
+CORE_MAX_SIDE = 1280
+"""Bright spots' cores (which split spots whose glows touch) are found on a copy of the frame halved until its
+longer side is at most this many pixels: a full-size search took ~4 ms more a 1080p frame, ~40 ms at 4K."""
 _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
 PREPARE_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))
 """Threads preparing frames ahead of the detector (:func:`prepare_ahead`; OpenCV runs outside Python's lock):
@@ -212,11 +217,56 @@ def _blob_candidates(gray, sensitivity, min_distance, region):
     return points[_in_region(points, region)]
 
 
+def _cores(gray: np.ndarray, core_level: float) -> tuple[int, np.ndarray, int]:
+    """Connected regions above ``core_level`` of a smoothed copy of ``gray``: lightly blurred, or for frames whose
+    longer side passes ``CORE_MAX_SIDE`` halved (pixel areas averaged) until it does not. Returns (count,
+    labels, factor): ``labels`` [H / factor, W / factor], region 0 below the level."""
+    image, factor = gray, 1
+    while max(image.shape) > CORE_MAX_SIDE:
+        image = cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2), interpolation=cv2.INTER_AREA)
+        factor *= 2
+    if factor == 1:
+        image = cv2.GaussianBlur(image, (3, 3), 0)
+    count, labels = cv2.connectedComponents((image > core_level).astype(np.uint8), connectivity=8)
+    return count, labels, factor
+
+
+def _split_at_cores(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray, label: np.ndarray, count: int,
+                    core_level: float) -> tuple[np.ndarray, int]:
+    """Spot labels of the bright pixels (``rows``, ``cols``, ``label``; ``count`` labels) with every spot
+    that holds two or more cores (:func:`_cores`) split between them, each pixel going to its nearest
+    core: two spots whose glows touch stay two. Returns (label, count); spots of one core keep their label."""
+    core_count, core_labels, factor = _cores(gray, core_level)
+    if core_count <= 2:
+        return label, count
+    height, width = core_labels.shape
+    core_rows, core_cols = np.minimum(rows // factor, height - 1), np.minimum(cols // factor, width - 1)
+    core = core_labels[core_rows, core_cols]
+    spot_of_core = np.zeros(core_count, np.int64)
+    spot_of_core[core] = label
+    spot_of_core[core[label != spot_of_core[core]]] = 0  # a core seen in two spots counts for none
+    spot_of_core[0] = 0
+    shared = np.flatnonzero(np.bincount(spot_of_core, minlength=count)[1:] > 1) + 1
+    label = label.copy()
+    for spot in shared:
+        pixels = np.flatnonzero(label == spot)
+        top, left = core_rows[pixels].min(), core_cols[pixels].min()
+        window = np.s_[top:core_rows[pixels].max() + 1, left:core_cols[pixels].max() + 1]
+        core_mask = np.isin(core_labels[window], np.flatnonzero(spot_of_core == spot))
+        # each pixel's nearest core pixel (labels number the core pixels in row-major order), then its core
+        _, nearest = cv2.distanceTransformWithLabels((~core_mask).astype(np.uint8), cv2.DIST_L2, 5,
+                                                     labelType=cv2.DIST_LABEL_PIXEL)
+        nearest = core_labels[window][core_mask][nearest[core_rows[pixels] - top, core_cols[pixels] - left] - 1]
+        parts, part = np.unique(nearest, return_inverse=True)
+        label[pixels] = np.concatenate([[spot], np.arange(count, count + len(parts) - 1)])[part]
+        count += len(parts) - 1
+    return label, count
+
+
 @dataclass(frozen=True)
 class _Spots:
-    """Bright spots of one frame: a label image and each label's weighted centroid and mass."""
+    """Bright spots of one frame: each spot's weighted centroid and mass."""
 
-    labels: np.ndarray
     centroids: np.ndarray  # float32 [count, 2], row 0 (background) unused
     mass: np.ndarray
 
@@ -227,13 +277,13 @@ class _Spots:
         count, labels = cv2.connectedComponents(bright, connectivity=8)
         where = cv2.findNonZero(bright)  # far quicker than NumPy on a sparse frame
         cols, rows = (np.zeros(0, np.int64),) * 2 if where is None else where.reshape(-1, 2).T
-        label = labels[rows, cols]
+        label, count = _split_at_cores(gray, rows, cols, labels[rows, cols], count, core_level=(level + 255) / 2)
         weight = gray[rows, cols].astype(np.float64)
         mass = np.bincount(label, weight, count)
         with np.errstate(invalid="ignore", divide="ignore"):
             centroids = np.stack([np.bincount(label, weight * cols, count) / mass,
                                   np.bincount(label, weight * rows, count) / mass], axis=1)
-        return cls(labels, np.nan_to_num(centroids).astype(np.float32), mass)
+        return cls(np.nan_to_num(centroids).astype(np.float32), mass)
 
     def candidates(self, region) -> np.ndarray:
         """Spot centroids, heaviest first."""
@@ -241,17 +291,22 @@ class _Spots:
         points = self.centroids[order]
         return points[_in_region(points, region)]
 
-    def follow(self, predicted: np.ndarray, last: np.ndarray, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def follow(self, predicted: np.ndarray, last: np.ndarray, reach: np.ndarray,
+               rivals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each predicted point matched to a spot centroid within its ``reach`` [n] pixels, nearest
-        pairs first, one point per spot; returns (positions, matched). A point that finds none may then
+        pairs first, one point per spot; returns (positions, matched, merged). A point that finds none may then
         take a spot still free within reach of its ``last`` position: a centroid that jumped for a frame
-        (its spot touched another) throws the prediction off by as much again."""
+        (its spot touched another) throws the prediction off by as much again. ``merged`` marks matched
+        points whose spot is also within reach of a rival's prediction (``rivals`` [m, 2]: tracks lost, and
+        here the points left unmatched): two spots seen as one, whose centroid says where the pair is but not
+        how either moves."""
         positions = predicted.copy()
         matched = np.zeros(len(predicted), bool)
+        merged = np.zeros(len(predicted), bool)
         centroids = self.centroids[1:]
         if len(predicted) == 0 or len(centroids) == 0:
-            return positions, matched
-        taken = np.zeros(len(centroids), bool)
+            return positions, matched, merged
+        taken = np.full(len(centroids), -1)
         spots = cKDTree(centroids)
         for guesses in (predicted, last):
             open_points = np.flatnonzero(~matched)
@@ -262,10 +317,14 @@ class _Spots:
             pairs = pairs[pairs["v"] <= reach[open_points[pairs["i"]]]]
             for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
                 point = open_points[point]
-                if not matched[point] and not taken[spot]:
-                    matched[point], taken[spot] = True, True
+                if not matched[point] and taken[spot] < 0:
+                    matched[point], taken[spot] = True, point
                     positions[point] = centroids[spot]
-        return positions, matched
+        rivals = np.concatenate([rivals, predicted[~matched]])
+        if len(rivals):
+            distance, _ = cKDTree(rivals).query(positions[matched], k=1)
+            merged[matched] = distance <= reach[matched]
+        return positions, matched, merged
 
 
 @dataclass(eq=False)
@@ -542,11 +601,13 @@ class TrackDetector:
     def _follow_live(self, frame: PreparedFrame, spots: _Spots | None) -> None:
         """Move live points into ``frame``; the ones that fail wait in the lost pool."""
         guess = self._carry(self._live_points)
+        self._lost.advance(frame.index)
+        merged = np.zeros(len(self._live_ids), bool)
         if spots is not None:
             reach = max(_SPOT_REACH, 0.5 * self.min_distance)
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
-            points, ok = spots.follow(self._live_points + self._live_step, self._live_points,
-                                      np.where(unknown, 2 * reach, reach))
+            points, ok, merged = spots.follow(self._live_points + self._live_step, self._live_points,
+                                              np.where(unknown, 2 * reach, reach), self._lost.points)
         else:
             points, ok = _follow(self._previous.follow, frame.follow, self._live_points, guess,
                                  scale=frame.follow_scale)
@@ -559,10 +620,10 @@ class TrackDetector:
         height, width = frame.gray.shape
         lost = ~ok & (ahead[:, 0] >= -0.5) & (ahead[:, 0] <= width - 0.5)  # gone out of frame: not waited for
         lost &= (ahead[:, 1] >= -0.5) & (ahead[:, 1] <= height - 0.5)
-        self._lost.advance(frame.index)
         self._lost.add(self._live_ids[lost], ahead[lost], self._live_step[lost], frame.index)
         kept = ok & ~still
-        self._live_step = (points - self._live_points)[kept].astype(np.float32)
+        step = np.where(merged[:, None], self._live_step, points - self._live_points)  # a merged spot: as before
+        self._live_step = step[kept].astype(np.float32)
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
         self._live_speed = self._live_speed[kept]
 
