@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from synthetic import make_clip
+from trackoverlay.utils.core.arrays import unit_to_uint8
 from trackoverlay.utils.tracks.detect import (
     TrackDetector,
     detect_tracks,
@@ -274,6 +275,24 @@ def test_single_frame_empty_batch_and_blank_frames():
     assert (empty.frame_count, empty.track_count) == (0, 0)
     blank = detect_tracks(np.zeros((3, 32, 32, 3), np.uint8), method="corners")
     assert (blank.frame_count, blank.track_count) == (3, 0)
+
+
+def test_float_frames_are_read_as_rounded_bytes():
+    """0..1 float frames become uint8 as floor(clip(x, 0, 1) * 255 + 0.5), NaN as 0, whatever their dtype,
+    layout or height (they are converted a band of rows at a time)."""
+    for dtype in (np.float32, np.float64):
+        half_steps = ((np.arange(256) + 0.5) / 255).astype(dtype)
+        specials = np.array([np.nan, np.inf, -np.inf, -0.1, 1.2, 0.0, 1.0], dtype)
+        column = np.concatenate([specials, half_steps, np.nextafter(half_steps, dtype(-1)),
+                                 np.nextafter(half_steps, dtype(2))])
+        image = np.repeat(column[:, None, None], 3, axis=2)
+        expected = (np.clip(np.nan_to_num(image), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+        np.testing.assert_array_equal(unit_to_uint8(image), expected)
+        np.testing.assert_array_equal(unit_to_uint8(image)[:7, 0, 0], [0, 255, 0, 0, 255, 0, 255])
+    frame = np.random.default_rng(1).uniform(-0.1, 1.1, (67, 45, 3)).astype(np.float32)
+    reference = (np.clip(frame, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    np.testing.assert_array_equal(unit_to_uint8(np.asfortranarray(frame)), reference)
+    np.testing.assert_array_equal(unit_to_uint8(frame[::-1, ::2]), reference[::-1, ::2])
 
 
 def test_torch_frames():

@@ -15,6 +15,7 @@ from typing import Iterator
 import cv2
 import numpy as np
 
+from ..core.arrays import unit_to_uint8
 from ..core.checks import Range
 from .contract import Tracks
 
@@ -147,7 +148,7 @@ class DemoClip:
         paths = self._paths
         for center, radius, tint in zip(self.positions(index), paths["radius"], paths["tint"]):
             self._add_dot(image, center, radius, tint)
-        return (np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+        return unit_to_uint8(image)
 
     def frames(self) -> Iterator[np.ndarray]:
         """The demo frames, generated one at a time."""

@@ -46,7 +46,7 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..core.arrays import to_numpy
+from ..core.arrays import to_numpy, unit_to_uint8
 from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
 from ..core.threads import ordered_ahead
@@ -115,7 +115,7 @@ def _uint8(frame: np.ndarray) -> np.ndarray:
     """uint8 RGB of one uint8 or 0..1 float frame."""
     if frame.dtype == np.uint8:
         return np.ascontiguousarray(frame)
-    return (np.clip(np.nan_to_num(frame), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    return unit_to_uint8(frame)
 
 
 def subject_masks(subject, frames: int, height: int, width: int) -> np.ndarray:
