@@ -40,7 +40,7 @@ from .yuv import (
 
 X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 _VP9_SPEED = dict(zip(X264_PRESETS, (8, 7, 6, 5, 4, 3, 2, 1, 0)))  # libvpx cpu-used per x264 preset
-MAX_FPS = 1000
+MAX_FPS = 100_000  # frames per second: high-speed cameras reach tens of thousands
 MAX_SIDE = 16384  # pixels: the largest frame side read or written (larger is refused, not attempted)
 _SCAN_KEYFRAMES = 2  # keyframes past the wanted frame scanned before its timestamp is trusted (open GOPs)
 CRF_RANGE = Range(0, 51)  # x264 quality: lower is better
