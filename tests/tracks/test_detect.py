@@ -277,6 +277,17 @@ def test_single_frame_empty_batch_and_blank_frames():
     assert (blank.frame_count, blank.track_count) == (3, 0)
 
 
+@pytest.mark.parametrize("height, width", [(1, 1), (4, 4), (6, 8), (14, 200), (200, 14)])
+@pytest.mark.parametrize("method", ["corners", "motion", "blobs", "bright"])
+def test_frames_smaller_than_opencvs_windows_are_tracked(height, width, method):
+    """Corner refinement and blob search have least sizes in OpenCV; smaller frames get smaller windows or
+    no blobs, not an OpenCV error."""
+    clip = (np.random.default_rng(0).random((5, height, width, 3)) * 255).astype(np.uint8)
+    tracks = detect_tracks(clip, method=method, min_track_length=1)
+    assert tracks.frame_count == 5
+    assert np.all((tracks.path[tracks.visibility] >= 0) & (tracks.path[tracks.visibility] <= [width, height]))
+
+
 def test_float_frames_are_read_as_rounded_bytes():
     """0..1 float frames become uint8 as floor(clip(x, 0, 1) * 255 + 0.5), NaN as 0, whatever their dtype,
     layout or height (they are converted a band of rows at a time)."""

@@ -82,6 +82,7 @@ DEFAULT_FADE_FRAMES = 6
 _LK_WINDOW = 21  # pixels: the patch Lucas-Kanade follows
 _LK_TEST_WINDOW = 9  # pixels: the smaller patch that tells whether a new point itself moves (method motion)
 _LK_PARAMS = dict(maxLevel=3, criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
+_SUBPIX_HALF_WINDOW = 5  # pixels: new corners are refined in a window 2 x this + 1 wide (less on tiny frames)
 _FB_MAX_ERROR = 1.0  # pixels of the image followed: forward-backward round trip must come home this close
 FOLLOW_MAX_SIDE = 2560
 """Lucas-Kanade follows live points, and new corners are found, on a copy of the frame halved until its longer
@@ -208,6 +209,8 @@ def _blob_candidates(gray, sensitivity, min_distance, region):
     params.filterByColor = False
     params.minArea = 4.0 + 60.0 * (1.0 - sensitivity)
     params.maxArea = float(gray.size)
+    if params.maxArea < params.minArea:  # a frame smaller than the smallest blob
+        return np.zeros((0, 2), np.float32)
     params.minConvexity = 0.8
     params.minDistBetweenBlobs = max(min_distance, 1.0)
     keypoints = cv2.SimpleBlobDetector_create(params).detect(gray)
@@ -750,10 +753,11 @@ class TrackDetector:
                 LOGGER.warning("max_tracks=%d reached at frame %d: no new tracks start after it (raise "
                                "max_tracks, or set it to 0 for no limit)", self.max_tracks, frame.index)
             fresh = fresh[:allowed]
-        if len(fresh) and self.method in ("corners", "motion"):
+        half_window = min(_SUBPIX_HALF_WINDOW, (min(frame.gray.shape) - 5) // 2)  # OpenCV's limit on small frames
+        if len(fresh) and self.method in ("corners", "motion") and half_window >= 1:
             criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
-            fresh = cv2.cornerSubPix(frame.gray, fresh.reshape(-1, 1, 2).copy(), (5, 5), (-1, -1),
-                                     criteria).reshape(-1, 2)
+            fresh = cv2.cornerSubPix(frame.gray, fresh.reshape(-1, 1, 2).copy(), (half_window, half_window),
+                                     (-1, -1), criteria).reshape(-1, 2)
         start = self.track_count
         ids = np.concatenate([back, np.arange(start, start + len(fresh))])
         points = np.concatenate([candidates[chosen][found], fresh]).astype(np.float32)
