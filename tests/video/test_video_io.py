@@ -9,7 +9,8 @@ import av
 import cv2
 import numpy as np
 import pytest
-from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video, write_png
+from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, open_video, probe_video, write_png
+from video_clips import make_video
 
 
 def gradient_frame(index, height=48, width=64):
@@ -359,3 +360,17 @@ def test_write_planes_refuses_what_it_cannot_take(tmp_path, name, planes, messag
         writer.write_planes(planes)
     writer.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("transfer, tag, name", [("arib-std-b67", "hlg", "HLG"), ("smpte2084", "pq", "PQ")])
+def test_hdr_video_is_read_with_a_warning(tmp_path, caplog, transfer, tag, name):
+    """HDR frames are read as they are stored (no tone mapping), so the output would look pale: say so."""
+    path = make_video(tmp_path / f"{tag}.mp4", frames=2, options={
+        "x264-params": f"colorprim=bt2020:transfer={transfer}:colormatrix=bt2020nc"})
+    plain = make_video(tmp_path / "sdr.mp4", frames=2)
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+        for clip in (path, plain):
+            info, frames = open_video(clip)
+            assert len(list(frames)) == 2
+    assert caplog.text.count("HDR video") == 1
+    assert f"{tag}.mp4: HDR video ({name} transfer)" in caplog.text and "tone mapping" in caplog.text

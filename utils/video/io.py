@@ -157,6 +157,9 @@ class DecodedFrame(NamedTuple):
     planes: YuvPlanes | None = None
 
 
+_HDR_TRANSFERS = {16: "PQ", 18: "HLG"}  # transfer characteristics (ITU-T H.273) of HDR video
+
+
 _SWSCALE_MATRIX = {1: "itu709", 5: "itu601", 6: "smpte170m", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 
 
@@ -392,6 +395,10 @@ def open_video(path) -> tuple[VideoInfo, VideoFrames]:
     except BaseException:
         container.close()
         raise
+    if first is not None and first.color_trc in _HDR_TRANSFERS:
+        LOGGER.warning("%s: HDR video (%s transfer): its frames are read and written as SDR, without tone "
+                       "mapping, so the output looks flat and pale; convert it to SDR first (e.g. FFmpeg's "
+                       "zscale and tonemap filters)", os.fspath(path), _HDR_TRANSFERS[first.color_trc])
     begun = frames if first is None else itertools.chain([first], frames)
     return info, VideoFrames(container, stream, os.fspath(path), 0, begun=(begun, stats))
 
