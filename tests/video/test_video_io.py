@@ -370,7 +370,7 @@ def test_hdr_video_is_read_with_a_warning(tmp_path, caplog, transfer, tag, name)
     plain = make_video(tmp_path / "sdr.mp4", frames=2)
     with caplog.at_level(logging.WARNING, logger="trackoverlay"):
         for clip in (path, plain):
-            info, frames = open_video(clip)
+            _, frames = open_video(clip)
             assert len(list(frames)) == 2
     assert caplog.text.count("HDR video") == 1
     assert f"{tag}.mp4: HDR video ({name} transfer)" in caplog.text and "tone mapping" in caplog.text
