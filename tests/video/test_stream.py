@@ -1,7 +1,11 @@
 """Streaming pipeline: laziness, parity with the batch path, sources, sizes, errors."""
 
 import dataclasses
+import signal
+import threading
+import time
 import weakref
+from fractions import Fraction
 
 import cv2
 import numpy as np
@@ -12,10 +16,11 @@ from trackoverlay.utils.draw.overlays import box_overlay, link_overlay, trail_ov
 from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.batch import render_batch
+from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.raster.glow import Glow
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.demo import DemoClip
-from trackoverlay.utils.tracks.detect import TrackDetector
+from trackoverlay.utils.tracks.detect import PREPARE_THREADS, TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json, save_tracks_json
 from trackoverlay.utils.video.io import iter_video_frames, probe_video
 from trackoverlay.utils.video.stream import (
@@ -339,7 +344,6 @@ def test_a_detection_render_stopped_midway_leaves_no_file_and_no_thread(demo_cli
                                                                         failure):
     """Detection decodes on a thread of its own and prepares frames on more: an interrupt (or a failing
     frame callback) stops them all before the source closes, and nothing is written."""
-    import threading
 
     def progress(done):
         if done == 3:
@@ -351,4 +355,72 @@ def test_a_detection_render_stopped_midway_leaves_no_file_and_no_thread(demo_cli
         render_video(FrameSource.from_video(demo_clip_file), DetectedPoints(TrackDetector(method="bright")), SPEC,
                      cpu_renderer, output, progress=progress)
     assert threading.active_count() == before
+    assert list(tmp_path.iterdir()) == []
+
+
+class Stop(BaseException):
+    """What a signal handler raises (like the CLI's SIGTERM handler)."""
+
+
+def pipeline_threads():
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("trackoverlay-")]
+
+
+def stalling_source(clip, stall_at, count=48):
+    """A source whose frame ``stall_at`` takes half a second to come (a 4K decode, say); ``entered`` is set
+    when it starts, so the test can fail while the decoding thread is inside the source's generator."""
+    entered = threading.Event()
+
+    def frames():
+        for index in range(count):
+            if index == stall_at:
+                entered.set()
+                time.sleep(0.5)
+            yield clip.frame(index % clip.frame_count)
+
+    return FrameSource(frames(), clip.width, clip.height, Fraction(clip.fps), count), entered
+
+
+@pytest.mark.parametrize("failure", ["detector", "signal", "drawing"])
+def test_an_error_while_the_source_is_decoding_ahead_comes_out_unchanged(demo_clip, tmp_path, failure):
+    """The frames a detector needs are decoded on a thread of their own: an error (or a signal) while that
+    thread is inside the source's generator stops and joins it before the source is closed, so the error is
+    the caller's (not 'generator already executing'), no thread is left and no file is written."""
+    detector = TrackDetector(method="bright")
+    first_unneeded = 2 * PREPARE_THREADS + (detector.lookahead if failure == "drawing" else 0)
+    source, entered = stalling_source(demo_clip, first_unneeded)
+    prepare = detector.prepare
+    renderer = CpuRenderer(workers=1)
+
+    def failing_prepare(frame, subject=None, index=None):  # frame 0's result is awaited while first_unneeded decodes
+        if index == 0:
+            assert entered.wait(10)
+            if failure == "detector":
+                raise cv2.error("cornerSubPix: the frame is too small")
+            if failure == "signal":
+                time.sleep(0.1)  # the caller waits for this frame's result, outside the decoding generator
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+        return prepare(frame, subject, index)
+
+    def failing_render(*args, **kwargs):  # frame 0 is drawn while the first frame it does not need decodes
+        assert entered.wait(10)
+        raise RuntimeError("cudaErrorLaunchFailure")
+
+    def stop(signum, frame):
+        raise Stop(signum)
+
+    if failure == "drawing":
+        renderer.render = failing_render
+    else:
+        detector.prepare = failing_prepare
+    expected = {"detector": (cv2.error, "too small"), "signal": (Stop, str(int(signal.SIGUSR1))),
+                "drawing": (RuntimeError, "cudaErrorLaunchFailure")}[failure]
+    previous = signal.signal(signal.SIGUSR1, stop)
+    try:
+        with pytest.raises(expected[0], match=expected[1]):
+            render_video(source, DetectedPoints(detector), SPEC, renderer, tmp_path / "out.mp4")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        renderer.close()
+    assert pipeline_threads() == []
     assert list(tmp_path.iterdir()) == []

@@ -1,5 +1,6 @@
 """The staged pipeline under the video path: order, back-pressure, and shutdown on any stage's error."""
 
+import signal
 import threading
 import time
 
@@ -146,3 +147,37 @@ def test_prefetched_raises_a_pull_error_at_its_turn_and_closing_stops_the_thread
     assert next(endless) == 0
     endless.close()
     assert threading.active_count() == before
+
+
+class Interrupted(BaseException):
+    """What a signal handler raises (like Ctrl-C's KeyboardInterrupt)."""
+
+
+def test_closing_prefetched_waits_for_its_thread_even_through_an_interrupt():
+    """An interrupt while closing waits for the pulling thread is raised once that thread has left ``items``,
+    so what ``items`` reads can be closed next (not 'generator already executing')."""
+    handled = threading.Event()
+
+    def items():
+        yield 0
+        handled.wait(10)  # a slow pull (a 4K frame decoding), under way when the interrupt comes and after
+        time.sleep(0.2)
+        yield 1
+
+    def interrupt(signum, frame):
+        handled.set()
+        raise Interrupted
+
+    source = items()
+    ahead = prefetched(source, depth=1, name="test-ahead")
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        assert next(ahead) == 0
+        threading.Timer(0.1, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1)).start()
+        with pytest.raises(Interrupted):
+            ahead.close()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not source.gi_running
+    source.close()
+    assert not [thread for thread in threading.enumerate() if thread.name == "trackoverlay-test-ahead"]

@@ -11,7 +11,8 @@ always did; an optional ``finish`` stage splits the middle work over two
 threads (the video path builds a frame's overlay while the GPU draws the
 one before). Full queues block the stage in front (back-pressure), so
 memory is bounded by the queue depths. The first error in any stage stops
-them all: the other threads finish their current item and exit, and the
+them all: the other threads finish their current item and exit (waited
+for even through an interrupt, :func:`~..core.threads.join_all`), and the
 error is raised in the caller's thread. Order is kept (one thread per stage;
 ``finish`` may run on a pool, :func:`~..core.threads.ordered_ahead`).
 :func:`prefetched` moves one iterator onto a thread of its own inside a stage
@@ -25,7 +26,7 @@ import threading
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from ..core.threads import ordered_ahead
+from ..core.threads import Worker, join_all, ordered_ahead
 
 _END = object()
 _POLL = 0.05  # seconds between checks of the stop flag while a queue is full or empty
@@ -66,8 +67,7 @@ def prefetched(items: Iterable, depth: int, name: str) -> Iterator:
             except _Stopped:
                 pass
 
-    thread = threading.Thread(target=pull, name=f"trackoverlay-{name}", daemon=True)
-    thread.start()
+    worker = Worker(pull, name)
     try:
         while True:
             pulled, item = channel.get()
@@ -78,7 +78,7 @@ def prefetched(items: Iterable, depth: int, name: str) -> Iterator:
             yield item
     finally:
         stop.set()
-        thread.join()
+        join_all([worker])
 
 
 class Pipeline:
@@ -105,7 +105,7 @@ class Pipeline:
                 continue
         raise _Stopped
 
-    def _thread(self, name: str, body: Callable[[], None]) -> threading.Thread:
+    def _thread(self, name: str, body: Callable[[], None]) -> Worker:
         def guarded():
             try:
                 body()
@@ -115,9 +115,7 @@ class Pipeline:
                 self._errors.append(error)
                 self._stop.set()
 
-        thread = threading.Thread(target=guarded, name=f"trackoverlay-{name}", daemon=True)
-        thread.start()
-        return thread
+        return Worker(guarded, name)
 
     def _raise_first_error(self) -> None:
         if self._errors:
@@ -182,12 +180,11 @@ class Pipeline:
                 count += 1
                 if after_transform is not None:
                     after_transform(count)
-            threads[-1].join()
+            threads[-1].ended.wait()  # the last frames encoded (an interrupt here stops every stage)
         except _Stopped:
             pass
         finally:
             self._stop.set()
-            for thread in threads:
-                thread.join()
+            join_all(threads)
         self._raise_first_error()
         return consumed[0]

@@ -188,9 +188,11 @@ class DetectedPoints(PointSource):
                 held.append(frame)
                 yield frame, None
 
-        for prepared in prepare_ahead(self.detector, unmasked()):  # frames prepared on threads of their own
-            for done in self.detector.push_prepared(prepared):
-                yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
+        # frames prepared on threads of their own, stopped here on an error (not when the generator is collected)
+        with closing(prepare_ahead(self.detector, unmasked())) as prepared_frames:
+            for prepared in prepared_frames:
+                for done in self.detector.push_prepared(prepared):
+                    yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
         for done in self.detector.finish():
             yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
 
@@ -645,14 +647,19 @@ def _paired(frames: Iterator[DecodedFrame], points: PointSource) -> Iterator[tup
             yield item, points(item.index, item.image)
         return
     held = deque()
+    ahead = prefetched(frames, QUEUE_DEPTH, "decode-ahead")  # decoded while earlier frames' points are found
 
-    def images():  # decoded on a thread of their own, while the points of earlier frames are found
-        for item in prefetched(frames, QUEUE_DEPTH, "decode-ahead"):
+    def images():
+        for item in ahead:
             held.append(item)
             yield to_numpy(item.image)  # detection reads host pixels (a GPU-decoded frame is copied once)
 
-    for _, frame_points in points.pairs(images()):
-        yield held.popleft(), frame_points
+    # on an error or an interrupt the detector and then the decoding thread are stopped here, before the source
+    # is closed: left to be collected (an error's traceback keeps them), the thread would still be running the
+    # source's generator when render_video closes it
+    with closing(ahead), closing(points.pairs(images())) as pairs:
+        for _, frame_points in pairs:
+            yield held.popleft(), frame_points
 
 
 def _warm_up(pairs: Iterator[tuple[DecodedFrame, FramePoints]], points: PointSource, builder: OverlayBuilder,
