@@ -211,6 +211,17 @@ def test_video_in_video_out_keeps_size_rate_and_count(demo_clip_file, cpu_render
     assert np.abs(first_out.astype(int) - first_in.astype(int)).max() > 100  # the overlay is there
 
 
+def test_a_detection_that_finds_nothing_to_draw_says_so(demo_clip, cpu_renderer, tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="trackoverlay"):
+        render_video(FrameSource.from_demo(demo_clip, canvas=True), DetectedPoints(TrackDetector()), SPEC,
+                     cpu_renderer, tmp_path / "blank.mp4")
+        assert "detection (method corners) found no point to draw in any frame" in caplog.text
+        caplog.clear()
+        render_video(FrameSource.from_demo(demo_clip), DetectedPoints(TrackDetector(method="bright")), SPEC,
+                     cpu_renderer, tmp_path / "dots.mp4")
+        assert "found no point" not in caplog.text
+
+
 def test_png_dir_that_is_a_file(demo_clip, cpu_renderer, tmp_path):
     (tmp_path / "taken").write_text("x")
     with pytest.raises(ValueError, match=r"cannot write PNG folder .*taken/: it ends with '/' \(a PNG sequence folder\) but is a file"):

@@ -179,6 +179,11 @@ class DetectedPoints(PointSource):
                              f"got {warmup!r}")
         self.detector = detector
         self.warmup = warmup
+        self.frames_with_points = 0
+
+    def _points(self, done) -> FramePoints:
+        self.frames_with_points += bool(np.any(done.visible))
+        return FramePoints(done.positions, done.visible, opacity=done.opacity)
 
     def pairs(self, frames):
         held = deque()
@@ -192,12 +197,16 @@ class DetectedPoints(PointSource):
         with closing(prepare_ahead(self.detector, unmasked())) as prepared_frames:
             for prepared in prepared_frames:
                 for done in self.detector.push_prepared(prepared):
-                    yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
+                    yield held.popleft(), self._points(done)
         for done in self.detector.finish():
-            yield held.popleft(), FramePoints(done.positions, done.visible, opacity=done.opacity)
+            yield held.popleft(), self._points(done)
 
     def finish(self, frames, limited):
         LOGGER.info("detection started %d track(s) over the frames it saw", self.detector.track_count)
+        if self.frames_with_points == 0:
+            LOGGER.warning("detection (method %s) found no point to draw in any frame: the video comes out with no "
+                           "overlay; raise the sensitivity, or try another method (motion takes only what moves "
+                           "against the camera)", self.detector.method)
 
     def most_points(self):
         return self.detector.max_tracks or None
