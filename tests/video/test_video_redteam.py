@@ -19,6 +19,8 @@ the folder, and that every input's bytes are unchanged.
 | .mp4 .mov .MP4 .webm .gif DIR/, --codec hevc; .avi, no extension       | h264/h264(mov)/hevc(hvc1)/vp9/gif/PNGs probed by PyAV; exit 2 listing the choices |
 | --layer-only .mov / .webm / DIR/; .mp4, .gif                           | ProRes 4444 (alpha matches render_layer within 1/255), VP9 alpha (same), RGBA PNG (exact); exit 2 "cannot hold an alpha channel" |
 | 5.1 AAC in; --max-frames; frame range; --no-audio; .webm; .gif; PCM in MOV -> MP4 | audio copied (6 ch), cut to the video within one frame; none; Opus; dropped with a warning; AAC |
+| PCM with no channel layout (camera AVI, MKV) -> .mp4 / .webm; 9 unnamed channels | AAC / Opus in the standard layout (mono, stereo); exit 2 naming the audio and --no-audio |
+| Opus WebM / FLAC MKV -> .mov, --layer-only; -> .mp4; a muxer refusing a listed codec; a failing audio mux | AAC; copied; AAC; ValueError naming the audio and --no-audio (disk errors unchanged) |
 | 0-frame, 1-frame, 1x1, 33x25, 8K, VFR, 10-bit, rotated 90/-90/180, RGBA input, audio-only, text | exit 2 "no frames"; 1 frame; 2x2 (PNG: 1x1); 34x26 (PNG/VP9: 33x25); 7680x4320; same frame times; colours kept; upright; alpha ignored; exit 2 "no video stream (it holds only audio)"; exit 2 |
 | truncated (index first), truncated (index last), bit-flipped           | exit 0 + warning "read N of the M frames it declares", N frames out; exit 2 "not a readable video"; exit 0, damaged frames warned |
 | track file declaring 2^31 frames / 6.5 M tracks in 100 bytes; radius mode over the memory limit | exit 2 naming the shape; exit 2 "needs about N GB ... limit" before any output |
@@ -32,6 +34,7 @@ the folder, and that every input's bytes are unchanged.
 | default output; progress                                               | INPUT_overlay.mp4 beside INPUT; one final "wrote N frames" line, the bar cleared |
 """
 
+import dataclasses
 import errno
 import hashlib
 import importlib.util
@@ -43,6 +46,7 @@ import signal
 import subprocess
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -56,6 +60,8 @@ from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.tracks.track_file import save_tracks_json
+from trackoverlay.utils.video.audio import AudioCopy
+from trackoverlay.utils.video.formats import choose_format
 from trackoverlay.utils.video.io import VideoWriter
 from trackoverlay.utils.video.stream import (
     DetectedPoints,
@@ -466,6 +472,125 @@ def test_pcm_audio_in_mov_is_reencoded_for_mp4(run, tmp_path):
     assert streams(tmp_path / "out.mp4")["audio"][:2] == ("aac", 2)
     assert abs(audio_seconds(tmp_path / "out.mp4") - 10 * FRAME) <= FRAME
     assert source.exists()
+
+
+def voice_clip(path, audio: str, channels: str = "stereo") -> Path:
+    """16 frames 64x48 with 1 s of ``audio``: MJPEG for .avi (a camera's file), VP9 for .webm, else H.264."""
+    video = {".avi": ("mjpeg", "yuvj420p", None), ".webm": ("libvpx-vp9", "yuv420p", {"cpu-used": "8",
+                                                                                      "deadline": "realtime"})}
+    codec, pix_fmt, options = video.get(path.suffix, ("libx264", "yuv420p", None))
+    return make_video(path, frames=16, codec=codec, pix_fmt=pix_fmt, options=options, audio=audio,
+                      channels=channels, audio_seconds=1.0)
+
+
+@pytest.mark.parametrize("name, channels, output, encoder, audio", [
+    ("cam.avi", "stereo", "out.mp4", "aac", ("aac", 2)),
+    ("cam.mkv", "mono", "out.mp4", "aac", ("aac", 1)),
+    ("cam.avi", "stereo", "out.webm", "libopus", ("opus", 2)),
+])
+def test_pcm_without_a_channel_layout_is_reencoded(run, tmp_path, name, channels, output, encoder, audio):
+    """Cameras' AVIs and MKVs name no PCM layout ("2 channels"): the encoder gets the standard one."""
+    voice_clip(tmp_path / name, "pcm_s16le", channels)
+    with av.open(str(tmp_path / name)) as container:  # the case at hand: PyAV reads no named layout
+        assert container.streams.audio[0].codec_context.layout.name == f"{audio[1]} channels"
+    result = run(tmp_path, name, "-o", output, "--tracks", track_file(tmp_path / "t.json", frames=16))
+    assert result.code == 0, result.err
+    assert f"INFO: audio (pcm_s16le) re-encoded to {encoder}" in result.out
+    assert streams(tmp_path / output)["audio"][:2] == audio
+    assert abs(audio_seconds(tmp_path / output) - 16 * FRAME) <= FRAME
+
+
+def nine_channel_clip(path) -> Path:
+    """16 frames 64x48 with 1 s of silent 9-channel PCM in MKV, which keeps only the channel count (packed
+    samples: PyAV fills at most 8 planes)."""
+    with av.open(str(path), "w") as output:
+        video = output.add_stream("libx264", rate=FPS)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        sound = output.add_stream("pcm_s16le", rate=48000, layout="0x1ff")
+        for index in range(16):
+            image = av.VideoFrame.from_ndarray(index_frame(index, 64, 48), format="rgb24")
+            image.pts = index
+            output.mux(video.encode(image))
+        output.mux(video.encode(None))
+        silence = av.AudioFrame.from_ndarray(np.zeros((1, 48000 * 9), np.int16), format="s16", layout="0x1ff")
+        silence.sample_rate, silence.pts = 48000, 0
+        output.mux(sound.encode(silence))
+        output.mux(sound.encode(None))
+    return path
+
+
+def test_pcm_with_channels_in_no_known_layout_names_the_audio(run, tmp_path):
+    nine_channel_clip(tmp_path / "cam.mkv")
+    with av.open(str(tmp_path / "cam.mkv")) as container:
+        assert container.streams.audio[0].codec_context.layout.name == "9 channels"
+    tracks = track_file(tmp_path / "t.json", frames=16)
+    result = run(tmp_path, "cam.mkv", "-o", "out.mp4", "--tracks", tracks)
+    assert result.code == 2 and result.error == (
+        f"{PROG}error: cam.mkv: its audio (pcm_s16le) has 9 channels in no known layout, which aac for H.264 MP4 "
+        "cannot take; leave the sound out to write the video (--no-audio; keep_audio off in the node)")
+    assert listing(tmp_path) == ["cam.mkv", "t.json"]
+    assert run(tmp_path, "cam.mkv", "-o", "out.mp4", "--tracks", tracks, "--no-audio").code == 0
+
+
+@pytest.mark.parametrize("name, audio, args, output, expected, slack", [
+    ("voice.webm", "libopus", ("--layer-only",), "voice_layer.mov", "aac", FRAME),  # ProRes 4444 by default
+    ("voice.webm", "libopus", ("-o", "out.mov"), "out.mov", "aac", FRAME),
+    ("voice.mkv", "flac", ("-o", "out.mov"), "out.mov", "aac", FRAME),
+    ("voice.webm", "libopus", ("-o", "out.mp4"), "out.mp4", "opus", FRAME),  # MP4 takes both as they are
+    ("voice.mkv", "flac", ("-o", "out.mp4"), "out.mp4", "flac", 0.1),  # cut at a packet: 4608 samples
+])
+def test_opus_and_flac_audio_into_mov_and_mp4(run, tmp_path, name, audio, args, output, expected, slack):
+    voice_clip(tmp_path / name, audio)
+    result = run(tmp_path, name, "--tracks", track_file(tmp_path / "t.json", frames=16), *args)
+    assert result.code == 0, result.err
+    codec = "opus" if audio == "libopus" else audio
+    assert f"INFO: audio ({codec}) {'copied' if expected == codec else 're-encoded to aac'}" in result.out
+    assert streams(tmp_path / output)["audio"][:2] == (expected, 2)
+    assert abs(audio_seconds(tmp_path / output) - 16 * FRAME) <= slack
+
+
+def test_audio_the_muxer_refuses_is_reencoded_though_listed(tmp_path):
+    """A codec listed as copied but refused by this FFmpeg's muxer is re-encoded, not a broken header."""
+    source = voice_clip(tmp_path / "voice.webm", "libopus")
+    fmt = dataclasses.replace(choose_format("out.mov", layer_only=True), audio_copy=frozenset({"opus"}))
+    sound = AudioCopy(source)
+    with av.open(str(tmp_path / "out.mov"), "w", format="mov") as output:
+        sound.attach(output, fmt)
+        sound.finish(Fraction(1, 2))
+        sound.close()
+    assert sound.mode == "re-encoded to aac"
+    assert streams(tmp_path / "out.mov")["audio"][:2] == ("aac", 2)
+
+
+class _RefusingMux:
+    """An output container whose ``mux`` raises ``error``; everything else is ``container``'s."""
+
+    def __init__(self, container, error):
+        self._container, self._error = container, error
+
+    def __getattr__(self, name):
+        return getattr(self._container, name)
+
+    def mux(self, packets):
+        raise self._error
+
+
+@pytest.mark.parametrize("error", [av.error.ArgumentError(errno.EINVAL, "Invalid argument"),
+                                   av.error.OSError(errno.ENOSPC, "No space left on device")])
+def test_a_failing_audio_mux_names_the_audio(tmp_path, error):
+    source = voice_clip(tmp_path / "cam.avi", "pcm_s16le")
+    sound = AudioCopy(source)
+    with av.open(str(tmp_path / "out.mp4"), "w") as output:
+        sound.attach(_RefusingMux(output, error), choose_format("out.mp4"))
+        with pytest.raises(Exception) as raised:
+            sound.finish(Fraction(1, 2))
+        sound.close()
+    if isinstance(error, OSError):  # a full disk is not the sound's fault: told as it is
+        assert raised.value is error
+        return
+    assert isinstance(raised.value, ValueError) and str(raised.value) == (
+        f"{source}: writing its audio (pcm_s16le, re-encoded to aac) to the output failed: Invalid argument; leave "
+        "the sound out to write the video (--no-audio; keep_audio off in the node)")
 
 
 # ------------------------------------------------------------------ odd inputs
@@ -923,6 +1048,16 @@ def test_video_node_keeps_the_audio(comfy_temp, clip):
     assert output.name.endswith(".mp4") and streams(output)["audio"][:2] == ("aac", 6)
     assert abs(audio_seconds(output) - 8 * FRAME) <= FRAME
     assert "audio" not in streams(run_video_node(clip, keep_audio=False))
+
+
+@pytest.mark.parametrize("name, audio, layer_only, suffix", [
+    ("cam.avi", "pcm_s16le", False, ".mp4"),  # PCM with no channel layout
+    ("voice.webm", "libopus", True, ".mov"),  # Opus into ProRes 4444
+])
+def test_video_node_keeps_pcm_and_opus_audio(comfy_temp, tmp_path, name, audio, layer_only, suffix):
+    output = run_video_node(voice_clip(tmp_path / name, audio), layer_only=layer_only)
+    assert output.suffix == suffix and streams(output)["audio"][:2] == ("aac", 2)
+    assert abs(audio_seconds(output) - 16 * FRAME) <= FRAME
 
 
 def test_video_node_layer_only_saves_prores_with_alpha(comfy_temp, clip):

@@ -1,17 +1,22 @@
 """The input's sound, carried into the output in step with the rendered frames.
 
 The first audio stream of the input is copied packet for packet when the
-output container takes its codec (:mod:`.formats` lists them), else decoded
-and re-encoded (AAC for MP4/MOV, Opus for WebM). Only the span of the
-rendered frames is kept: ``origin`` (the first rendered frame's time) becomes
-time 0, and sound after the last frame's end is dropped, so ``--max-frames``
-and frame ranges keep sync. Copied audio is cut at packet boundaries (AAC:
-1024 samples, 21 ms at 48 kHz) with one packet of pre-roll before the start
-(the decoder's priming); re-encoded audio is cut to the sample.
+output container takes its codec (:mod:`.formats` lists them, and the muxer
+must write a header with it), else decoded and re-encoded (AAC for MP4/MOV,
+Opus for WebM) in a channel layout the encoder takes: the input's own, the
+standard one for its channel count where the file names none (PCM in AVI or
+MKV), else a stereo downmix. Only the span of the rendered frames is kept:
+``origin`` (the first rendered frame's time) becomes time 0, and sound after
+the last frame's end is dropped, so ``--max-frames`` and frame ranges keep
+sync. Copied audio is cut at packet boundaries (AAC: 1024 samples, 21 ms at
+48 kHz) with one packet of pre-roll before the start (the decoder's priming);
+re-encoded audio is cut to the sample.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from fractions import Fraction
 
@@ -19,6 +24,8 @@ import av
 import numpy as np
 
 from ..core.log import LOGGER
+
+_LEAVE_OUT = "leave the sound out to write the video (--no-audio; keep_audio off in the node)"
 
 
 class AudioCopy:
@@ -41,7 +48,7 @@ class AudioCopy:
         self._pending = None
         self._copy = False
         self._samples = 0
-        self.codec = None if self._source is None else self._source.codec_context.name
+        self.codec = None if self._source is None else self._source.codec_context.codec.canonical_name
         self.mode = "none"
 
     @property
@@ -60,14 +67,16 @@ class AudioCopy:
             LOGGER.warning("%s: audio (%s) not kept: %s outputs have no sound", self.path, self.codec, fmt.name)
             return
         source = self._source
-        if self.codec in fmt.audio_copy:
+        if self.codec in fmt.audio_copy and _muxer_takes(fmt.container, source):
             self._output = container.add_stream_from_template(source)
             self._copy, self.mode = True, "copied"
         else:
+            rates = av.Codec(fmt.audio_encoder, "w").audio_rates
             rate = source.codec_context.sample_rate or 48000
-            if fmt.audio_encoder == "libopus" and rate not in (8000, 12000, 16000, 24000, 48000):
+            if rates and rate not in rates:
                 rate = 48000
-            self._output = container.add_stream(fmt.audio_encoder, rate=rate, layout=source.codec_context.layout)
+            layout = self._encoder_layout(fmt, rate)
+            self._output = container.add_stream(fmt.audio_encoder, rate=rate, layout=layout)
             self._output.codec_context.time_base = Fraction(1, rate)
             self.mode = f"re-encoded to {self._output.codec_context.name}"
         self._container = container
@@ -75,6 +84,40 @@ class AudioCopy:
             self._input.seek(int(self.origin / source.time_base), stream=source, backward=True)
         self._packets = self._input.demux(source)
         LOGGER.info("audio (%s) %s", self.codec, self.mode)
+
+    def _encoder_layout(self, fmt, rate: int) -> av.AudioLayout:
+        """The first layout ``fmt``'s audio encoder opens with: the source's own, the standard one for its
+        channel count (when the source names none, or the encoder refuses its own), else stereo (a downmix)."""
+        own = self._source.codec_context.layout
+        named = all(channel.name != "NONE" for channel in own.channels)
+        try:
+            standard = av.AudioLayout(f"{own.nb_channels}c")  # FFmpeg's default, as its resampler reads them
+        except ValueError:
+            standard = None
+        if not named and standard is None:
+            raise ValueError(f"{self.path}: its audio ({self.codec}) has {own.nb_channels} channels in no known "
+                             f"layout, which {fmt.audio_encoder} for {fmt.name} cannot take; {_LEAVE_OUT}")
+        candidates = [own] if named else []
+        candidates += [layout for layout in (standard, av.AudioLayout("stereo")) if layout is not None]
+        for layout in candidates:
+            if _encoder_opens(fmt.audio_encoder, layout, rate):
+                if layout.nb_channels != own.nb_channels:
+                    LOGGER.warning("%s: audio (%s, %s) downmixed to %s: %s takes no %d-channel layout", self.path,
+                                   self.codec, own.name, layout.name, fmt.audio_encoder, own.nb_channels)
+                return layout
+        raise ValueError(f"{self.path}: its audio ({self.codec}, {own.name}, {rate} Hz) cannot be re-encoded "
+                         f"with {fmt.audio_encoder} for {fmt.name}; {_LEAVE_OUT}")
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """FFmpeg's errors inside as ValueErrors naming the sound and the fix (file system errors stay as they are)."""
+        try:
+            yield
+        except av.error.FFmpegError as error:
+            if isinstance(error, OSError):
+                raise
+            raise ValueError(f"{self.path}: writing its audio ({self.codec}, {self.mode}) to the output failed: "
+                             f"{error.strerror or error}; {_LEAVE_OUT}") from error
 
     def _next_packet(self):
         if self._pending is not None:
@@ -115,7 +158,8 @@ class AudioCopy:
         if packet.dts is not None:
             packet.dts -= shift
         packet.stream = self._output
-        self._container.mux(packet)
+        with self._writing():
+            self._container.mux(packet)
 
     def _encode(self, packet, end: Fraction | None) -> None:
         try:
@@ -148,7 +192,8 @@ class AudioCopy:
         pts = max(self._samples, round(start * rate) + first)  # keeps gaps, never goes back
         frame.pts, frame.time_base = pts, Fraction(1, rate)
         self._samples = pts + last - first
-        self._container.mux(self._output.encode(frame))
+        with self._writing():
+            self._container.mux(self._output.encode(frame))
 
     def finish(self, end: Fraction) -> None:
         """Mux the rest of the sound up to ``end`` seconds (the video's end) and flush the encoder."""
@@ -156,8 +201,35 @@ class AudioCopy:
             return
         self.advance(end, final=True)
         if not self._copy:
-            self._container.mux(self._output.encode(None))
+            with self._writing():
+                self._container.mux(self._output.encode(None))
 
     def close(self) -> None:
         """Close the input file (safe to call more than once)."""
         self._input.close()
+
+
+def _muxer_takes(container_format: str, source) -> bool:
+    """Whether FFmpeg's ``container_format`` muxer writes a header holding a copy of the audio stream ``source``."""
+    probe = av.open(io.BytesIO(), "w", format=container_format)
+    try:
+        probe.add_stream_from_template(source)
+        probe.start_encoding()
+    except (av.error.FFmpegError, ValueError):
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def _encoder_opens(encoder: str, layout: av.AudioLayout, rate: int) -> bool:
+    """Whether the audio ``encoder`` opens for ``layout`` at ``rate`` Hz."""
+    context = av.CodecContext.create(encoder, "w")
+    context.layout, context.sample_rate = layout, rate
+    context.format = context.codec.audio_formats[0]
+    context.time_base = Fraction(1, rate)
+    try:
+        context.open()
+    except av.error.FFmpegError:
+        return False
+    return True

@@ -50,8 +50,10 @@ class OutputFormat:
     codec_tag: str | None = None
 
 
+# copied as they are (FFmpeg 8.1 muxes each): MOV takes PCM but not Opus or FLAC, MP4 the reverse
 _MP4_AUDIO = frozenset({"aac", "mp3", "alac", "ac3", "eac3", "opus", "flac"})
-_MOV_AUDIO = _MP4_AUDIO | {"pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s24be", "pcm_f32le"}
+_MOV_AUDIO = frozenset({"aac", "mp3", "alac", "ac3", "eac3", "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s24be",
+                        "pcm_f32le"})
 _WEBM_AUDIO = frozenset({"opus", "vorbis"})
 
 _H264 = dict(codec="libx264", pix_fmt="yuv420p", alpha=False, even=True)
