@@ -309,7 +309,7 @@ class _Spots:
         centroids = self.centroids[1:]
         if len(predicted) == 0 or len(centroids) == 0:
             return positions, matched, merged
-        taken = np.full(len(centroids), -1)
+        taken = np.zeros(len(centroids), bool)
         spots = cKDTree(centroids)
         for guesses in (predicted, last):
             open_points = np.flatnonzero(~matched)
@@ -320,8 +320,8 @@ class _Spots:
             pairs = pairs[pairs["v"] <= reach[open_points[pairs["i"]]]]
             for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
                 point = open_points[point]
-                if not matched[point] and taken[spot] < 0:
-                    matched[point], taken[spot] = True, point
+                if not matched[point] and not taken[spot]:
+                    matched[point], taken[spot] = True, True
                     positions[point] = centroids[spot]
         rivals = np.concatenate([rivals, predicted[~matched]])
         if len(rivals):
