@@ -48,6 +48,7 @@ from trackoverlay.utils.draw.styles import (
     LabelStyle,
     LineStyle,
     TrailStyle,
+    fit_label_size,
 )
 from trackoverlay.utils.draw.units import DEFAULT_LOOK, UNITS, look_lengths, pixels_per_unit
 from trackoverlay.utils.graph.neighbours import MODES, GraphParams
@@ -428,7 +429,8 @@ def label_style(args, height: int, boxes: BoxStyle | None) -> LabelStyle | None:
                                                                                "label_margin", "label_outline")})
     scale = pixels_per_unit(units, height)
     return LabelStyle(
-        text=text, format="{id}" if args.label_format is None else args.label_format, size=size["label_size"],
+        text=text, format="{id}" if args.label_format is None else args.label_format,
+        size=fit_label_size(size["label_size"], units == UNITS[1] or args.label_size is None, height),
         font=args.label_font or "", color=args.label_color, color_mode=args.label_color_mode,
         opacity=args.label_opacity, plate_color=args.label_plate, plate_opacity=args.label_plate_opacity,
         plate_padding=size["label_padding"], plate_stroke=size["label_outline"],

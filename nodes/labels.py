@@ -13,7 +13,9 @@ from ..utils.draw.styles import (
     LABEL_TEXTS,
     SIZE_MODES,
     LabelStyle,
+    fit_label_size,
 )
+from ..utils.draw.units import UNITS
 from ..utils.tracks.contract import normalize_tracks
 from .adapters import engine_params, image_array, input_path, unit_scale
 from .widgets import (
@@ -31,8 +33,8 @@ from .widgets import (
 
 _LABEL = defaults(LabelStyle)
 _SIZE = ", in 'units'"
-# Widgets whose value is a length, multiplied by the pixels per unit.
-SCALED_LABEL = ("size", "plate_padding", "plate_stroke", "margin", "offset_x", "offset_y", "box_size")
+# Widgets whose value is a length, multiplied by the pixels per unit (and the size, by fit_label_size).
+SCALED_LABEL = ("plate_padding", "plate_stroke", "margin", "offset_x", "offset_y", "box_size")
 
 
 def label_widgets() -> list:
@@ -104,9 +106,13 @@ class LabelsNode(io.ComfyNode):
     @classmethod
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
         font = widgets["font"].strip()
-        style = engine_params(LabelStyle, {**widgets, "font": input_path(font) if font else ""},
-                              unit_scale(units, reference), SCALED_LABEL)
-        bounds = None if reference is None else image_array(reference, "reference").shape[2:0:-1]
+        scale = unit_scale(units, reference)
+        frames = None if reference is None else image_array(reference, "reference")
+        relative = units == UNITS[1]
+        size = fit_label_size(widgets["size"] * scale, relative, frames.shape[1] if relative else 0)
+        style = engine_params(LabelStyle, {**widgets, "size": size, "font": input_path(font) if font else ""},
+                              scale, SCALED_LABEL)
+        bounds = None if frames is None else frames.shape[2:0:-1]
         tracks = normalize_tracks(tracks)
         return io.NodeOutput(label_overlay(tracks.path, tracks.visibility, style, tracks.text, tracks.size,
                                            tracks.opacity, bounds))

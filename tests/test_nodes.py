@@ -430,6 +430,19 @@ def test_labels_format_percent_units_and_errors():
         run("Labels", tracks=tracks, text="track_text")
 
 
+
+def test_labels_sized_in_percent_fit_the_fonts_range_on_tiny_and_huge_frames(caplog):
+    tracks = make_tracks([[[4, 4]]])
+    (tiny,) = run("Labels", tracks=tracks, units=PERCENT, size=1.7, reference=frames(height=40, width=40))
+    (huge,) = run("Labels", tracks=tracks, units=PERCENT, size=100.0, reference=frames(height=600, width=40))
+    (one,) = run("Labels", tracks=tracks, size=1.0)
+    (most,) = run("Labels", tracks=tracks, size=512.0)
+    for fitted, pixels in ((tiny, one), (huge, most)):  # drawn at 1 px and at 512 px, not refused
+        np.testing.assert_array_equal(fitted[0].layers[1].size, pixels[0].layers[1].size)
+    assert caplog.text.count("labels are drawn at") == 2 and "0.68 px" in caplog.text
+    with pytest.raises(ValueError, match=r"label size must be a number in \[1, 512\], got 0.5"):
+        run("Labels", tracks=tracks, size=0.5)  # pixels given out of range are refused
+
 def test_merge_draws_later_inputs_on_top_and_repeats_single_frames():
     tracks = make_tracks(np.full((3, 1, 2), 30.0))
     red = boxes_overlay(tracks, fill_opacity=1.0, color="#FF0000")

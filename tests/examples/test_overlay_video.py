@@ -177,3 +177,8 @@ def test_the_demo_shows_the_full_look_and_a_file_the_plain_one():
     cli.apply_look(chosen, "video")
     spec = cli.overlay_spec(chosen, 720)
     assert not spec.glow.enabled and spec.labels.text == "coordinates" and spec.trails.color == "#FF0000"
+    tiny = parse(["--look", "full"])  # the default 1.7 % label is 0.82 px on a 48 px frame: drawn at 1 px
+    cli.apply_look(tiny, "video")
+    assert cli.overlay_spec(tiny, 48).labels.size == 1.0
+    with pytest.raises(ValueError, match=r"label size must be a number in \[1, 512\], got 0.5"):
+        cli.overlay_spec(parse(["--labels", "id", "--units", "pixels", "--label-size", "0.5"]), 48)

@@ -6,6 +6,7 @@ import string
 from dataclasses import dataclass
 
 from ..core.checks import Range, check_choice, check_range
+from ..core.log import LOGGER
 from .colors import parse_color, parse_gradient
 from .curves import BEND_SIDES, CURVE_KINDS
 
@@ -65,6 +66,20 @@ LABEL_RANGES = {
     "offset_y": Range(-100_000.0, 100_000.0),
     "box_size": Range(0.0, 100_000.0),
 }
+
+
+
+def fit_label_size(pixels: float, relative: bool, height: int) -> float:
+    """A label size of ``pixels``; one relative to the frame's ``height`` (``relative``) is kept inside the
+    drawable range, ``LABEL_RANGES['size']``, with a warning, so that a very small or very large frame still
+    gets labels. A size given in pixels is kept as it is (:class:`LabelStyle` refuses it out of range)."""
+    limits = LABEL_RANGES["size"]
+    fitted = min(max(pixels, limits.low), limits.high)
+    if not relative or fitted == pixels:
+        return pixels
+    LOGGER.warning("label size %.2f px (relative to the %d px frame height) is outside the font's %g..%g px; "
+                   "labels are drawn at %g px", pixels, height, limits.low, limits.high, fitted)
+    return fitted
 
 
 @dataclass(frozen=True)
