@@ -151,7 +151,7 @@ def add_io_options(parser) -> None:
                         "to render (0-based; default: %(default)s)")
     parser.add_argument("--end-frame", type=whole(1, MAX_FRAMES), metavar="N", help="render up to frame N - 1; "
                         "parts N0..N1 and N1..N2 join without a seam (default: the end)")
-    parser.add_argument("--max-frames", type=whole(0, MAX_FRAMES), metavar="N", help="stop after N frames")
+    parser.add_argument("--max-frames", type=whole(1, MAX_FRAMES), metavar="N", help="stop after N frames")
     parser.add_argument("--warmup-frames", type=whole(0, MAX_FRAMES), metavar="N", help="with detection and "
                         "--start-frame: let the detector see only the N frames before the range (faster, close "
                         "but not equal to the whole render; default: every earlier frame, exact)")

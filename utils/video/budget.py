@@ -44,7 +44,9 @@ def available_memory() -> int | None:
 
 
 def gigabytes(count: float) -> str:
-    return f"{count / 1e9:.1f} GB"
+    """A byte count as people read it: GB to one decimal, or MB under 0.1 GB (a limit of 0.001 GB is 1 MB, not
+    0.0 GB)."""
+    return f"{count / 1e9:.1f} GB" if count >= 1e8 else f"{count / 1e6:.3g} MB"
 
 
 class Budget:

@@ -100,8 +100,9 @@ def check_output(path, inputs=(), what: str = "output") -> OutputPath:
     if folder:
         if info is not None:
             if not stat.S_ISDIR(info.st_mode):
-                raise UnsafeOutputError(f"cannot write {what} {given}: it ends with '/' (a PNG sequence folder) "
-                                        f"but is {'a file' if stat.S_ISREG(info.st_mode) else _kind(info.st_mode)}")
+                raise UnsafeOutputError(f"cannot write {what} {stripped}: it is "
+                                        f"{'a file' if stat.S_ISREG(info.st_mode) else _kind(info.st_mode)}, not a "
+                                        "folder; give a new or empty folder for the PNG sequence")
             if os.listdir(target):
                 raise UnsafeOutputError(f"cannot write {what} {given}: the folder is not empty; give a new or "
                                         "empty folder so no file in it is overwritten")
