@@ -167,6 +167,32 @@ def test_occluded_points_come_back_in_their_columns():
     assert tracks.visibility[10:13, covered].all()  # and the gap bridged
 
 
+@pytest.mark.parametrize("flash", [255, 0, "stray"], ids=["white", "black", "stray-frame"])
+def test_a_flash_frame_is_not_a_cut_and_tracks_hold_through_it(flash):
+    clip = make_clip(frames=30, pan=(1.5, 0.5))
+    frames = clip.frames.copy()
+    frames[15] = make_clip(frames=1, seed=7, palettes=GREYS).frames[0] if flash == "stray" else flash
+    detector = TrackDetector(**PARAMS)
+    tracks = track_clip(frames, detector)
+    assert detector.cuts == []
+    held = tracks.visibility[14] & tracks.visibility[16]
+    assert held.sum() >= 0.8 * tracks.visibility[14].sum()  # the same columns on either side
+    assert tracks.visibility[15, held].all()  # the flash frame bridged
+    reference = track_clip(clip.frames, TrackDetector(**PARAMS))  # no flash: where the points really are
+    followed = reference.visibility[14] & reference.visibility[16]
+    start, end = reference.path[14, followed], reference.path[16, followed]
+    apart = np.hypot(*(tracks.path[14, held][:, None] - start[None]).transpose(2, 0, 1))
+    same = apart.min(axis=1) < 0.01  # the same point at frame 14 in both runs
+    error = np.hypot(*(tracks.path[16, held][same] - end[apart.argmin(axis=1)[same]]).T)
+    assert same.sum() >= 0.8 * held.sum() and np.median(error) < 0.1, (same.sum(), held.sum(), np.median(error))
+
+
+def test_a_cut_followed_by_a_second_cut_stays_two_cuts():
+    clip = make_clip(frames=30, cuts=(10, 11), pan=(1.5, 0.5))  # a one-frame shot between two different shots
+    detector = TrackDetector(**PARAMS)
+    track_clip(clip.frames, detector)
+    assert detector.cuts == [10, 11]
+
 def test_streaming_matches_the_batch(panning_cut):
     batch = detect_tracks(panning_cut.frames, **PARAMS)
     detector = TrackDetector(**PARAMS)

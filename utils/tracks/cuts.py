@@ -17,6 +17,12 @@ the clip's recent frame-to-frame distance of that kind (so busy footage does
 not cut at every frame). A structural jump is a cut. A colour jump is a cut
 only where the structure changed too (or cannot be compared, as on a black
 frame): a light that changes the colours of the same picture is not a cut.
+
+A single frame that breaks into a shot and leaves it as it was (a white
+flash frame, a dropped black frame, one stray frame) is a *flash*, not two
+cuts: the frame after it is compared with the frame before it too, and
+where those two show the same picture, the flash frame's cut is withdrawn
+(:attr:`CutDetector.flash_before`).
 """
 
 from __future__ import annotations
@@ -118,8 +124,12 @@ class CutDetector:
         check_range("cut_threshold (0 = no cut detection)", threshold, CUT_THRESHOLD_RANGE)
         self.threshold = threshold
         self._previous = None
+        self._before_cut = None  # the sample before the previous frame, where that frame was a cut
         self._colours = _Jumps(threshold)
         self._structure = _Jumps(STRUCTURE_THRESHOLD)
+        self.flash_before = False
+        """Whether the frame last judged showed the picture from before the frame ahead of it: that frame
+        (judged a cut then) was a flash, and its cut is withdrawn."""
 
     def is_cut(self, frame: np.ndarray) -> bool:
         """Whether uint8 RGB ``frame`` starts a new shot (compared with the frame before it)."""
@@ -134,19 +144,40 @@ class CutDetector:
         return colour_histogram(small), cv2.cvtColor(small, cv2.COLOR_RGB2GRAY).astype(np.float32)
 
     def is_cut_sampled(self, current: tuple | None) -> bool:
-        """:meth:`is_cut` of the next frame's :meth:`sample`."""
+        """:meth:`is_cut` of the next frame's :meth:`sample` (a frame that ends a flash is not a cut, and sets
+        :attr:`flash_before`)."""
+        self.flash_before = False
         if current is None:
             return False
         previous, self._previous = self._previous, current
+        before_cut, self._before_cut = self._before_cut, None
         if previous is None:
             return False
-        colours = float(cv2.compareHist(previous[0], current[0], cv2.HISTCMP_BHATTACHARYYA))
-        structure = structure_distance(previous[1], current[1])
+        colours, structure = self._distances(previous, current)
         if structure is None:
             cut = self._colours.is_jump(colours)
         else:
             cut = self._structure.is_jump(structure) or (self._colours.is_jump(colours)
                                                          and structure > STRUCTURE_CHANGED)
+        if cut and before_cut is not None and self._same_picture(before_cut, current):
+            self.flash_before = True
+            return False
+        if structure is not None:
             self._structure.record(structure, cut)
         self._colours.record(colours, cut)
+        if cut:
+            self._before_cut = previous
         return cut
+
+    @staticmethod
+    def _distances(previous: tuple, current: tuple) -> tuple[float, float | None]:
+        """Colour and structural distance of two samples (structure None where either is flat)."""
+        return (float(cv2.compareHist(previous[0], current[0], cv2.HISTCMP_BHATTACHARYYA)),
+                structure_distance(previous[1], current[1]))
+
+    def _same_picture(self, earlier: tuple, later: tuple) -> bool:
+        """Whether two samples a frame apart show one shot: no distance over the thresholds that make a cut."""
+        colours, structure = self._distances(earlier, later)
+        if structure is None:
+            return colours <= self.threshold
+        return structure <= STRUCTURE_THRESHOLD and (colours <= self.threshold or structure <= STRUCTURE_CHANGED)

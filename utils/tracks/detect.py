@@ -3,7 +3,10 @@
 Per frame, :class:`TrackDetector`:
 
 1. checks for a scene cut (:mod:`.cuts`); a cut ends every track and the
-   cut frame itself is seeded afresh, so no track crosses a cut;
+   cut frame itself is seeded afresh, so no track crosses a cut. A flash
+   frame (one frame that breaks into a shot, e.g. white) is skipped: no
+   point is seen on it, and points are followed from the frame before it
+   to the frame after it, so tracks hold (the finisher bridges the gap);
 2. measures the camera's motion and what moves besides it (:mod:`.motion`);
 3. follows live points by pyramidal Lucas-Kanade flow (started where the
    camera motion takes them, checked forward-backward; frames larger than
@@ -162,6 +165,7 @@ class _Lost:
     points: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
     steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
     since: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    frame: int = 0  # the frame the points are predicted for
 
     def select(self, keep: np.ndarray) -> None:
         """Keep only the entries where ``keep`` is true."""
@@ -169,15 +173,17 @@ class _Lost:
                                                          self.since[keep])
 
     def advance(self, frame: int) -> None:
-        """One frame on: entries older than ``REACQUIRE_FRAMES`` go, the rest move on at their last speed."""
+        """On to ``frame``: entries older than ``REACQUIRE_FRAMES`` go, the rest move on at their last speed."""
         self.select(frame - self.since <= REACQUIRE_FRAMES)
-        self.points = self.points + self.steps
+        self.points = self.points + (frame - self.frame) * self.steps
+        self.frame = frame
 
     def add(self, ids: np.ndarray, points: np.ndarray, steps: np.ndarray, frame: int) -> None:
         self.ids = np.concatenate([self.ids, ids])
         self.points = np.concatenate([self.points, points]).astype(np.float32)
         self.steps = np.concatenate([self.steps, steps]).astype(np.float32)
         self.since = np.concatenate([self.since, np.full(len(ids), frame)])
+        self.frame = frame
 
 
 def _rank(count: int) -> np.ndarray:
@@ -339,7 +345,8 @@ class PreparedFrame:
     :meth:`TrackDetector.link` when frames are prepared ahead, else it is
     measured at the frame's turn; ``candidates`` (new points) are found ahead
     for frames whose index makes detection due (methods corners and blobs),
-    at their turn otherwise. ``shot_start`` is decided at the frame's turn.
+    at their turn otherwise. ``shot_start`` and ``flash`` are decided at the frame's turn (``flash`` at the
+    next frame's).
     """
 
     index: int
@@ -355,6 +362,7 @@ class PreparedFrame:
     candidates: np.ndarray | None = None
     motion_in: MotionFrame | None = None
     shot_start: bool = False
+    flash: bool = False  # a flash frame (:mod:`.cuts`): skipped, no point seen on it
 
 
 def follow_copy(gray: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -543,6 +551,9 @@ class TrackDetector:
         cut = self._cuts.is_cut_sampled(frame.cut_sample)
         if cut:
             self.cuts.append(frame.index)
+        if self._cuts.flash_before:  # the pending frame was a flash, not a cut
+            self._pending.shot_start, self._pending.flash = False, True
+            self.cuts.remove(self._pending.index)
         frame.shot_start = frame.index == 0 or cut
         self.frame_index += 1
         done = [] if self._pending is None else self._advance(frame)
@@ -558,6 +569,9 @@ class TrackDetector:
     def _advance(self, following: PreparedFrame | None) -> list[TrackFrame]:
         """Track the pending frame, now that the frame after it (or the clip's end) is known."""
         frame = self._pending
+        if frame.flash:  # nothing is seen on it; the next frame is followed from the frame before it
+            self._camera = None
+            return self._finisher.push(self._positions.copy(), np.zeros(self.track_count, bool), False)
         ahead = following is not None and not following.shot_start
         if ahead:
             motion = following.motion_in
@@ -603,29 +617,30 @@ class TrackDetector:
 
     def _follow_live(self, frame: PreparedFrame, spots: _Spots | None) -> None:
         """Move live points into ``frame``; the ones that fail wait in the lost pool."""
+        gap = frame.index - self._previous.index  # 2 after a flash frame
         guess = self._carry(self._live_points)
         self._lost.advance(frame.index)
         merged = np.zeros(len(self._live_ids), bool)
+        ahead = self._live_points + gap * self._live_step
         if spots is not None:
             reach = max(_SPOT_REACH, 0.5 * self.min_distance)
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
-            points, ok, merged = spots.follow(self._live_points + self._live_step, self._live_points,
+            points, ok, merged = spots.follow(ahead, self._live_points,
                                               np.where(unknown, 2 * reach, reach), self._lost.points)
         else:
             points, ok = _follow(self._previous.follow, frame.follow, self._live_points, guess,
                                  scale=frame.follow_scale)
         if frame.near_subject is not None:
             ok &= _in_region(points, frame.near_subject)
-        own = np.hypot(*(points - guess).T)
+        own = np.hypot(*(points - guess).T) / gap
         self._live_speed = ((1 - _STILL_MEMORY) * self._live_speed + _STILL_MEMORY * own).astype(np.float32)
         still = ok & (self._live_speed < STILL_SPEED) if self.method == "motion" else np.zeros(len(ok), bool)
-        ahead = self._live_points + self._live_step
         height, width = frame.gray.shape
         lost = ~ok & (ahead[:, 0] >= -0.5) & (ahead[:, 0] <= width - 0.5)  # gone out of frame: not waited for
         lost &= (ahead[:, 1] >= -0.5) & (ahead[:, 1] <= height - 0.5)
         self._lost.add(self._live_ids[lost], ahead[lost], self._live_step[lost], frame.index)
         kept = ok & ~still
-        step = np.where(merged[:, None], self._live_step, points - self._live_points)  # a merged spot: as before
+        step = np.where(merged[:, None], self._live_step, (points - self._live_points) / gap)  # merged: as before
         self._live_step = step[kept].astype(np.float32)
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
         self._live_speed = self._live_speed[kept]
