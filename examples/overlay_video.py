@@ -134,8 +134,8 @@ def add_io_options(parser) -> None:
                         "copied when the format allows, else re-encoded)")
     parser.add_argument("--tracks", metavar="FILE.json", help="draw these tracks (this pack's tracks JSON) "
                         "instead of detecting points")
-    parser.add_argument("--backend", choices=BACKENDS, default="auto", help="renderer; auto = GPU when CuPy "
-                        "can use one, else CPU (default: %(default)s)")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto", help="renderer, and where detection "
+                        "follows points; auto = GPU when CuPy can use one, else CPU (default: %(default)s)")
     parser.add_argument("--decoder", choices=DECODERS, default="auto", help="who decodes INPUT: nvdec = the GPU's "
                         "video decoder, frames straight into GPU memory (needs the nvcodec extra, PyNvVideoCodec); "
                         "cpu = PyAV. auto = nvdec when the GPU renderer draws, no points are detected (detection "
@@ -485,7 +485,7 @@ def point_source(args, mode: str, source: FrameSource, tracks):
     defaults = source.clip.detect_params() if mode == "demo" else {}
     params = {**defaults, **{name: value for name, value in chosen.items() if value is not None}}
     return DetectedPoints(TrackDetector(args.max_points, sensitivity=args.sensitivity,
-                                        redetect_interval=args.redetect_interval, **params),
+                                        redetect_interval=args.redetect_interval, backend=args.backend, **params),
                           warmup=args.warmup_frames)
 
 

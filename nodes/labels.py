@@ -6,11 +6,11 @@ from comfy_api.latest import io
 
 from ..utils.draw.labels import label_overlay
 from ..utils.draw.styles import (
-    PALETTE_MODES,
     LABEL_FIELDS,
     LABEL_PLACEMENTS,
     LABEL_RANGES,
     LABEL_TEXTS,
+    PALETTE_MODES,
     SIZE_MODES,
     LabelStyle,
     fit_label_size,

@@ -9,11 +9,33 @@ from comfy_api.latest import io, ui
 
 from ..utils.core.log import LOGGER
 from ..utils.tracks.contract import normalize_tracks
-from ..utils.tracks.detect import DETECT_RANGES, METHODS, TrackDetector, detect_tracks, track_clip
+from ..utils.tracks.detect import (
+    DETECT_RANGES,
+    METHODS,
+    TrackDetector,
+    detect_tracks,
+    track_clip,
+)
 from ..utils.tracks.from_mask import MASK_RANGES, tracks_from_mask
 from ..utils.tracks.track_file import load_tracks_json, tracks_from_json, tracks_to_json
-from .adapters import image_array, input_path, mask_array, save_text_output, tracks_output
-from .widgets import TRACKS_CATEGORY, TRACKS_OUT, combo, defaults, float_input, int_input, text, tracks_input
+from .adapters import (
+    image_array,
+    input_path,
+    mask_array,
+    save_text_output,
+    tracks_output,
+)
+from .widgets import (
+    TRACKS_CATEGORY,
+    TRACKS_OUT,
+    backend_input,
+    combo,
+    defaults,
+    float_input,
+    int_input,
+    text,
+    tracks_input,
+)
 
 _DETECT = {**defaults(TrackDetector), **defaults(detect_tracks)}
 _MASK = defaults(tracks_from_mask)
@@ -69,10 +91,12 @@ class DetectTracksNode(io.ComfyNode):
             description="Finds points to track in the frames (corners, blobs, bright spots, or what moves) and "
                         "follows them from frame to frame with optical flow. Re-detection fills gaps where no "
                         "point is, lost points keep their id when found again, scene cuts start afresh, short "
-                        "tracks are dropped and births and deaths fade (track_opacity). CPU (OpenCV).",
+                        "tracks are dropped and births and deaths fade (track_opacity). Points are followed on "
+                        "the GPU (CuPy) or the CPU (OpenCV), with the same arithmetic.",
             inputs=[
                 io.Image.Input("image", tooltip="The frames to track (a video's frames, or one image)."),
                 *detect_widgets(),
+                backend_input(optional=True),
                 io.Mask.Input("subject", optional=True, tooltip="Only track points on this mask (one per frame, "
                               "or one for all), e.g. from a segmentation node; points that leave it end."),
             ],

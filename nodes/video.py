@@ -169,7 +169,7 @@ class OverlayVideoNode(io.ComfyNode):
         os.makedirs(temp, exist_ok=True)
         with _video_file(video, temp) as path, closing(FrameSource.from_video(path)) as source:
             spec = _overlay_spec(widgets, pixels_per_unit(units, source.height), draw_lines, draw_boxes)
-            points = (DetectedPoints(TrackDetector(**_group_values("detect", widgets))) if tracks is None
+            points = (DetectedPoints(TrackDetector(**_group_values("detect", widgets), backend=backend)) if tracks is None
                       else TrackPoints(normalize_tracks(tracks), name="tracks"))
             output = _output_path(folder_paths, layer_only)
             total = min(filter(None, (source.frame_count, max_frames)), default=0)

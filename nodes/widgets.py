@@ -98,6 +98,6 @@ def tracks_input(name: str = "tracks", tooltip: str | None = None, optional: boo
                            "Tracks From Mask/JSON, Demo Clip, or core nodes such as Generate Tracks).")
 
 
-def backend_input():
+def backend_input(**options):
     return combo("backend", BACKENDS, BACKENDS[0], "auto: the GPU when CuPy can use one, else the CPU; cpu or "
-                 "gpu force one (gpu fails with the reason when no GPU is usable).")
+                 "gpu force one (gpu fails with the reason when no GPU is usable).", **options)

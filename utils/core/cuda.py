@@ -7,15 +7,16 @@ from pathlib import Path
 
 
 @functools.lru_cache(maxsize=None)
-def cuda_module(source: Path, name_expressions: tuple = ()):
-    """The compiled kernels of ``source`` (compiled once per process, cached on disk by CuPy)."""
+def cuda_module(source: Path, name_expressions: tuple = (), options: tuple = ()):
+    """The compiled kernels of ``source`` (compiled once per process, cached on disk by CuPy); ``options``
+    are NVRTC's, added to C++17."""
     import cupy
 
-    return cupy.RawModule(code=Path(source).read_text(), options=("--std=c++17",),
+    return cupy.RawModule(code=Path(source).read_text(), options=("--std=c++17", *options),
                           name_expressions=name_expressions)
 
 
 @functools.lru_cache(maxsize=None)
-def cuda_kernel(source: Path, name: str, name_expressions: tuple = ()):
+def cuda_kernel(source: Path, name: str, name_expressions: tuple = (), options: tuple = ()):
     """One kernel of :func:`cuda_module` by name (template instances by their expression)."""
-    return cuda_module(source, name_expressions).get_function(name)
+    return cuda_module(source, name_expressions, options).get_function(name)

@@ -53,9 +53,16 @@ from ..core.arrays import to_numpy, unit_to_uint8
 from ..core.checks import Range, check_choice, check_range
 from ..core.log import LOGGER
 from ..core.threads import ordered_ahead
+from ..raster.backend import select_backend
 from .contract import Tracks, fill_hidden, host_array
 from .cuts import CUT_THRESHOLD_RANGE, DEFAULT_CUT_THRESHOLD, CutDetector
-from .finish import BRIDGE_FRAMES, FADE_FRAMES_RANGE, MIN_TRACK_LENGTH_RANGE, TrackFinisher, TrackFrame
+from .finish import (
+    BRIDGE_FRAMES,
+    FADE_FRAMES_RANGE,
+    MIN_TRACK_LENGTH_RANGE,
+    TrackFinisher,
+    TrackFrame,
+)
 from .motion import MOVING_LEVEL, MotionFrame, motion_between, reduced
 
 METHODS = ("corners", "blobs", "bright", "motion")
@@ -84,7 +91,8 @@ DEFAULT_FADE_FRAMES = 6
 
 _LK_WINDOW = 21  # pixels: the patch Lucas-Kanade follows
 _LK_TEST_WINDOW = 9  # pixels: the smaller patch that tells whether a new point itself moves (method motion)
-_LK_PARAMS = dict(maxLevel=3, criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01))
+_LK_PARAMS = dict(maxLevel=3, criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01),
+                  minEigThreshold=1e-4)
 _SUBPIX_HALF_WINDOW = 5  # pixels: new corners are refined in a window 2 x this + 1 wide (less on tiny frames)
 _FB_MAX_ERROR = 1.0  # pixels of the image followed: forward-backward round trip must come home this close
 FOLLOW_MAX_SIDE = 2560
@@ -385,24 +393,45 @@ def _on_frame(points: np.ndarray, scale: tuple) -> np.ndarray:
     return ((points + 0.5) * np.asarray(scale, np.float32) - 0.5).astype(np.float32)
 
 
+def opencv_round_trip(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
+                      window: int = _LK_WINDOW):
+    """Points (float32 [n, 2]) followed by OpenCV's pyramidal Lucas-Kanade from gray ``previous`` into
+    ``current`` starting at ``guess`` (a patch ``window`` pixels square), then back starting at ``points``:
+    (forward, status forward, back, status back), a status 1 where the point was followed."""
+    params = dict(winSize=(window, window), flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **_LK_PARAMS)
+    start = np.ascontiguousarray(points.reshape(-1, 1, 2), np.float32)
+    forward, status_forward, _ = cv2.calcOpticalFlowPyrLK(previous, current, start,
+                                                          guess.reshape(-1, 1, 2).astype(np.float32), **params)
+    back, status_back, _ = cv2.calcOpticalFlowPyrLK(current, previous, forward, start.copy(), **params)
+    return forward.reshape(-1, 2), status_forward.ravel(), back.reshape(-1, 2), status_back.ravel()
+
+
+def gpu_flow():
+    """A :class:`.flow_gpu.GpuFlow` that follows as :func:`opencv_round_trip` does with the default window."""
+    from .flow_gpu import GpuFlow
+
+    _, iterations, epsilon = _LK_PARAMS["criteria"]
+    return GpuFlow(_LK_WINDOW, _LK_PARAMS["maxLevel"], iterations, epsilon, _LK_PARAMS["minEigThreshold"])
+
+
 def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
-            window: int = _LK_WINDOW, scale: tuple = (1, 1)):
+            window: int = _LK_WINDOW, scale: tuple = (1, 1), flow=None):
     """LK-tracked positions from gray ``previous`` into ``current`` (starting from ``guess``, a patch
     ``window`` pixels square) and a mask of points that passed every check. Points are in full pixels;
-    ``scale`` is full pixels per pixel of the two images (pixel centres kept in place)."""
+    ``scale`` is full pixels per pixel of the two images (pixel centres kept in place). ``flow`` (a
+    :func:`gpu_flow`, for the default window) follows on the GPU; None: OpenCV."""
     if len(points) == 0:
         return points, np.zeros(0, bool)
     scaled = scale != (1, 1)
     if scaled:
         points, guess = _on_copy(points, scale), _on_copy(guess, scale)
-    start = np.ascontiguousarray(points.reshape(-1, 1, 2), np.float32)
-    params = dict(winSize=(window, window), flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **_LK_PARAMS)
-    forward, status_f, _ = cv2.calcOpticalFlowPyrLK(previous, current, start,
-                                                    guess.reshape(-1, 1, 2).astype(np.float32), **params)
-    back, status_b, _ = cv2.calcOpticalFlowPyrLK(current, previous, forward, start.copy(), **params)
-    forward, back = forward.reshape(-1, 2), back.reshape(-1, 2)
+    points = np.ascontiguousarray(points, np.float32)
+    if flow is None:
+        forward, status_f, back, status_b = opencv_round_trip(previous, current, points, guess, window)
+    else:
+        forward, status_f, back, status_b = flow.round_trip(previous, current, points, guess)
     height, width = current.shape
-    ok = (status_f.ravel() == 1) & (status_b.ravel() == 1)
+    ok = (status_f == 1) & (status_b == 1)
     ok &= np.hypot(*(back - points).T) < _FB_MAX_ERROR
     ok &= (forward[:, 0] >= -0.5) & (forward[:, 0] <= width - 0.5)
     ok &= (forward[:, 1] >= -0.5) & (forward[:, 1] <= height - 0.5)
@@ -453,6 +482,10 @@ class TrackDetector:
             static tracks stay; 0 = no preference.
         cut_threshold: 0..1 colour-histogram distance that makes a scene cut
             (see :mod:`.cuts`); 0 = no cut detection.
+        backend: where points are followed: "cpu" (OpenCV), "gpu" (CuPy, the
+            same arithmetic: positions agree with the CPU's to about 0.001 px)
+            or "auto" (the GPU when CuPy can use one). Method "bright" follows
+            spots, not patches, and always runs on the CPU.
 
     Example::
 
@@ -467,9 +500,11 @@ class TrackDetector:
     def __init__(self, max_points: int = 100, min_distance: float = 20.0, sensitivity: float = 0.5,
                  method: str = "corners", redetect_interval: int = 5, max_tracks: int = 0,
                  min_track_length: int = DEFAULT_MIN_TRACK_LENGTH, fade_frames: int = DEFAULT_FADE_FRAMES,
-                 motion_preference: float = 0.5, cut_threshold: float = DEFAULT_CUT_THRESHOLD):
+                 motion_preference: float = 0.5, cut_threshold: float = DEFAULT_CUT_THRESHOLD,
+                 backend: str = "auto"):
         _check_params(max_points, min_distance, sensitivity, method, redetect_interval, max_tracks,
                       motion_preference)
+        self._flow = gpu_flow() if method != "bright" and select_backend(backend).selected == "gpu" else None
         self.max_points, self.min_distance, self.sensitivity = max_points, min_distance, sensitivity
         self.method, self.redetect_interval, self.max_tracks = method, redetect_interval, max_tracks
         self.motion_preference = motion_preference
@@ -628,8 +663,7 @@ class TrackDetector:
             points, ok, merged = spots.follow(ahead, self._live_points,
                                               np.where(unknown, 2 * reach, reach), self._lost.points)
         else:
-            points, ok = _follow(self._previous.follow, frame.follow, self._live_points, guess,
-                                 scale=frame.follow_scale)
+            points, ok = self._follow_patches(frame, guess)
         if frame.near_subject is not None:
             ok &= _in_region(points, frame.near_subject)
         own = np.hypot(*(points - guess).T) / gap
@@ -644,6 +678,23 @@ class TrackDetector:
         self._live_step = step[kept].astype(np.float32)
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
         self._live_speed = self._live_speed[kept]
+
+    def _follow_patches(self, frame: PreparedFrame, guess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_follow` of the live points into ``frame``, on the GPU where :attr:`follows_on` says so."""
+        if self._flow is not None:
+            try:
+                return _follow(self._previous.follow, frame.follow, self._live_points, guess,
+                               scale=frame.follow_scale, flow=self._flow)
+            except Exception as error:  # noqa: BLE001 - a CUDA failure mid-clip: the CPU follows from here
+                LOGGER.warning("following points on the GPU failed (%s: %s); the CPU follows them from frame %d on",
+                               type(error).__name__, error, frame.index)
+                self._flow = None
+        return _follow(self._previous.follow, frame.follow, self._live_points, guess, scale=frame.follow_scale)
+
+    @property
+    def follows_on(self) -> str:
+        """Where live points are followed: "gpu" or "cpu"."""
+        return "cpu" if self._flow is None else "gpu"
 
     def _moving(self, points: np.ndarray, frame: PreparedFrame, following: PreparedFrame | None,
                 motion: MotionFrame | None) -> np.ndarray:
