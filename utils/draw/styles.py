@@ -68,7 +68,6 @@ LABEL_RANGES = {
 }
 
 
-
 def fit_label_size(pixels: float, relative: bool, height: int) -> float:
     """A label size of ``pixels``; one relative to the frame's ``height`` (``relative``) is kept inside the
     drawable range, ``LABEL_RANGES['size']``, with a warning, so that a very small or very large frame still

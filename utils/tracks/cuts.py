@@ -154,11 +154,8 @@ class CutDetector:
         if previous is None:
             return False
         colours, structure = self._distances(previous, current)
-        if structure is None:
-            cut = self._colours.is_jump(colours)
-        else:
-            cut = self._structure.is_jump(structure) or (self._colours.is_jump(colours)
-                                                         and structure > STRUCTURE_CHANGED)
+        cut = _is_cut(self._colours.is_jump(colours), structure is not None and self._structure.is_jump(structure),
+                      structure)
         if cut and before_cut is not None and self._same_picture(before_cut, current):
             self.flash_before = True
             return False
@@ -176,8 +173,16 @@ class CutDetector:
                 structure_distance(previous[1], current[1]))
 
     def _same_picture(self, earlier: tuple, later: tuple) -> bool:
-        """Whether two samples a frame apart show one shot: no distance over the thresholds that make a cut."""
+        """Whether two samples a frame apart show one shot: no cut by the thresholds alone (the clip's recent
+        distances, from either side of the flash, say nothing of these two)."""
         colours, structure = self._distances(earlier, later)
-        if structure is None:
-            return colours <= self.threshold
-        return structure <= STRUCTURE_THRESHOLD and (colours <= self.threshold or structure <= STRUCTURE_CHANGED)
+        return not _is_cut(colours > self.threshold, structure is not None and structure > STRUCTURE_THRESHOLD,
+                           structure)
+
+
+def _is_cut(colour_jump: bool, structure_jump: bool, structure: float | None) -> bool:
+    """The cut rule: a structural jump, or a colour jump where the structure changed too or cannot be compared
+    (``structure`` None)."""
+    if structure is None:
+        return colour_jump
+    return structure_jump or (colour_jump and structure > STRUCTURE_CHANGED)

@@ -57,10 +57,10 @@ class GpuFlow:
     """
 
     def __init__(self, window: int, max_level: int, max_iterations: int, epsilon: float, min_eigen: float):
-        self.window, self.max_level = window, max_level
-        self._limits = (np.int32(max_iterations), np.float64(epsilon), np.float32(min_eigen))
         import cupy
 
+        self.window, self.max_level = window, max_level
+        self._limits = (np.int32(max_iterations), np.float64(epsilon), np.float32(min_eigen))
         self._names = (f"follow_points<{window}>",)
         self._follow = self._kernel(self._names[0])
         self._pyramids: list[tuple[np.ndarray, Pyramid]] = []  # the last two frames, by the array given
