@@ -14,7 +14,9 @@ Per frame, :class:`TrackDetector`:
    size or a quarter), or, for bright
    spots, by matching each spot to the track whose motion predicts it (spots
    whose glows touch are split at their cores; a track whose spot has merged
-   with another's keeps its own motion through the crossing); a
+   with another's keeps its own motion through the crossing, and lost tracks
+   compete for the spots, looking farther each frame, so crossing dots keep
+   their ids when they part); a
    point that fails (but not one that left the frame) waits to be found
    again for ``REACQUIRE_FRAMES`` frames, moving on at its last speed;
 4. detects new points every ``redetect_interval`` frames (bright spots:
@@ -105,6 +107,9 @@ CORE_MAX_SIDE = 1280
 """Bright spots' cores (which split spots whose glows touch) are found on a copy of the frame halved until its
 longer side is at most this many pixels: a full-size search took ~4 ms more a 1080p frame, ~40 ms at 4K."""
 _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
+_LOST_REACH_GROWTH = 0.5  # a lost bright-spot track looks this much farther (x its reach) each frame it stays lost
+_LOST_REACH_MOST = 4.0  # ... up to this many times its reach
+_MERGE_REACH = 2.0  # x reach: a spot this near a rival's prediction may hold both (or be pulled by the other's glow)
 PREPARE_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))
 """Threads preparing frames ahead of the detector (:func:`prepare_ahead`; OpenCV runs outside Python's lock):
 half the cores, at most 8 (on 16 cores 8 beat 4 and 1 at 1080p, with x264 encoding beside them)."""
@@ -308,39 +313,44 @@ class _Spots:
         points = self.centroids[order]
         return points[_in_region(points, region)]
 
-    def follow(self, predicted: np.ndarray, last: np.ndarray, reach: np.ndarray,
-               rivals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each predicted point matched to a spot centroid within its ``reach`` [n] pixels, nearest
-        pairs first, one point per spot; returns (positions, matched, merged). A point that finds none may then
-        take a spot still free within reach of its ``last`` position: a centroid that jumped for a frame
-        (its spot touched another) throws the prediction off by as much again. ``merged`` marks matched
-        points whose spot is also within reach of a rival's prediction (``rivals`` [m, 2]: tracks lost, and
-        here the points left unmatched): two spots seen as one, whose centroid says where the pair is but not
-        how either moves."""
-        positions = predicted.copy()
-        matched = np.zeros(len(predicted), bool)
-        merged = np.zeros(len(predicted), bool)
+    def follow(self, predicted: np.ndarray, last: np.ndarray, reach: np.ndarray, lost: np.ndarray,
+               lost_reach: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Spot centroids matched, one track per spot and nearest pairs first, to the ``predicted`` points of
+        live tracks [n, 2] and of ``lost`` ones [m, 2], each within its ``reach`` / ``lost_reach`` pixels: the
+        two kinds compete, so where two crossing dots part again each spot goes to the track whose motion
+        predicts it. A live point that finds none may then take a spot still free within reach of its ``last``
+        position: a centroid that jumped for a frame (its spot touched another) throws the prediction off by
+        as much again. Returns (positions [n + m, 2], matched [n + m], merged [n], live then lost);
+        ``merged`` marks matched live points whose spot is also within ``_MERGE_REACH`` x reach of a rival (a
+        lost track or a point left unmatched): two spots seen as one, or pulled together by their glows, whose
+        centroid says where the pair is but not how either moves."""
+        guesses = np.concatenate([predicted, lost]).astype(np.float32)
+        reaches = np.concatenate([reach, lost_reach])
+        positions = guesses.copy()
+        matched = np.zeros(len(guesses), bool)
+        live = len(predicted)
+        merged = np.zeros(live, bool)
         centroids = self.centroids[1:]
-        if len(predicted) == 0 or len(centroids) == 0:
+        if len(guesses) == 0 or len(centroids) == 0:
             return positions, matched, merged
         taken = np.zeros(len(centroids), bool)
         spots = cKDTree(centroids)
-        for guesses in (predicted, last):
-            open_points = np.flatnonzero(~matched)
+        for points, open_points in ((guesses, np.arange(len(guesses))), (last, np.arange(live))):
+            open_points = open_points[~matched[open_points]]
             if len(open_points) == 0:
                 break
-            pairs = cKDTree(guesses[open_points]).sparse_distance_matrix(spots, float(reach.max()),
-                                                                         output_type="ndarray")
-            pairs = pairs[pairs["v"] <= reach[open_points[pairs["i"]]]]
+            pairs = cKDTree(points[open_points]).sparse_distance_matrix(spots, float(reaches.max()),
+                                                                        output_type="ndarray")
+            pairs = pairs[pairs["v"] <= reaches[open_points[pairs["i"]]]]
             for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
                 point = open_points[point]
                 if not matched[point] and not taken[spot]:
                     matched[point], taken[spot] = True, True
                     positions[point] = centroids[spot]
-        rivals = np.concatenate([rivals, predicted[~matched]])
+        rivals = guesses[~matched]
         if len(rivals):
-            distance, _ = cKDTree(rivals).query(positions[matched], k=1)
-            merged[matched] = distance <= reach[matched]
+            distance, _ = cKDTree(rivals).query(positions[:live][matched[:live]], k=1)
+            merged[matched[:live]] = distance <= _MERGE_REACH * reach[matched[:live]]
         return positions, matched, merged
 
 
@@ -657,11 +667,19 @@ class TrackDetector:
         self._lost.advance(frame.index)
         merged = np.zeros(len(self._live_ids), bool)
         ahead = self._live_points + gap * self._live_step
+        found = np.zeros(len(self._lost.ids), bool)
         if spots is not None:
             reach = max(_SPOT_REACH, 0.5 * self.min_distance)
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
-            points, ok, merged = spots.follow(ahead, self._live_points,
-                                              np.where(unknown, 2 * reach, reach), self._lost.points)
+            lost_reach = np.where(self._lost.steps.any(axis=1), reach, 2 * reach)
+            lost_reach *= np.minimum(1 + _LOST_REACH_GROWTH * (frame.index - self._lost.since), _LOST_REACH_MOST)
+            positions, matched, merged = spots.follow(ahead, self._live_points, np.where(unknown, 2 * reach, reach),
+                                                      self._lost.points, lost_reach)
+            points, ok = positions[:len(ahead)], matched[:len(ahead)]
+            found, found_points = matched[len(ahead):], positions[len(ahead):]
+            found &= _in_region(found_points, frame.near_subject)
+            back = (self._lost.ids[found], found_points[found], self._lost.steps[found])
+            self._lost.select(~found)
         else:
             points, ok = self._follow_patches(frame, guess)
         if frame.near_subject is not None:
@@ -678,6 +696,8 @@ class TrackDetector:
         self._live_step = step[kept].astype(np.float32)
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
         self._live_speed = self._live_speed[kept]
+        if found.any():  # lost spots found again: live once more, moving on as they did
+            self._add_live(*back)
 
     def _follow_patches(self, frame: PreparedFrame, guess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:func:`_follow` of the live points into ``frame``, on the GPU where :attr:`follows_on` says so."""
@@ -825,14 +845,17 @@ class TrackDetector:
             fresh = cv2.cornerSubPix(frame.gray, fresh.reshape(-1, 1, 2).copy(), (half_window, half_window),
                                      (-1, -1), criteria).reshape(-1, 2)
         start = self.track_count
-        ids = np.concatenate([back, np.arange(start, start + len(fresh))])
-        points = np.concatenate([candidates[chosen][found], fresh]).astype(np.float32)
         self._positions = np.concatenate([self._positions, np.zeros((len(fresh), 2), np.float32)])
+        self._add_live(np.concatenate([back, np.arange(start, start + len(fresh))]),
+                       np.concatenate([candidates[chosen][found], fresh]), np.zeros((len(back) + len(fresh), 2)))
+
+    def _add_live(self, ids: np.ndarray, points: np.ndarray, steps: np.ndarray) -> None:
+        """Tracks ``ids`` live at ``points`` (OpenCV convention), last moved by ``steps``; they count as moving
+        for their first frames."""
         self._live_ids = np.concatenate([self._live_ids, ids])
         self._live_points = np.concatenate([self._live_points, points]).astype(np.float32)
-        speed = 4 * STILL_SPEED  # a new track counts as moving for its first frames
-        self._live_speed = np.concatenate([self._live_speed, np.full(len(ids), speed, np.float32)])
-        self._live_step = np.concatenate([self._live_step, np.zeros((len(ids), 2), np.float32)])
+        self._live_speed = np.concatenate([self._live_speed, np.full(len(ids), 4 * STILL_SPEED, np.float32)])
+        self._live_step = np.concatenate([self._live_step, steps]).astype(np.float32)
 
     def _away_from_live(self, candidates: np.ndarray) -> np.ndarray:
         """bool [n]: candidates at least ``min_distance`` from every live point."""
