@@ -26,7 +26,10 @@ overlay_video.py, with --subject-dir as its subject masks, or read from
 With --cuts (first frame of each new shot) it also prints the frames without
 a point next to each cut and the tracks seen on both sides of a cut. On the
 demo it also checks the last frame against the dots' true positions: boxes
-farther than --near pixels from every dot, and dots with no box that near.
+farther than --near pixels from every dot, and dots with no box that near;
+and over the whole clip, how often a dot's track id changes while the dot is
+clear of the others (twice --near from any), and how often such a dot has no
+box within --near pixels.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numpy as np
 from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks
 from trackoverlay.utils.tracks.motion import measure_motion
-from trackoverlay.utils.tracks.quality import measure_tracks
+from trackoverlay.utils.tracks.quality import identity_changes, measure_tracks
 from trackoverlay.utils.tracks.track_file import load_tracks_json
 from trackoverlay.utils.video.io import iter_video_frames
 
@@ -125,17 +128,20 @@ def cut_report(tracks, cuts: list) -> dict:
 
 
 def demo_report(tracks, clip: DemoClip, near: float) -> dict:
-    """Boxes off every dot and dots without a box, on the last frame."""
+    """Boxes off every dot and dots without a box on the last frame; id changes and dots missed over the clip."""
+    changes, missed = identity_changes(tracks, clip.tracks().path, near, 2 * near)
+    whole = {"id changes (dots clear of others)": changes, "clear dot-frames without a box": missed}
     t = tracks.frame_count - 1
     shown = tracks.visibility[t] if tracks.opacity is None else tracks.visibility[t] & (tracks.opacity[t] > 0)
     boxes = tracks.path[t, shown]
     dots = clip.positions(t)
     if len(boxes) == 0:
-        return {"frame": t, "boxes": 0, f"boxes > {near:g} px from a dot": 0, "dots without a box": len(dots)}
+        return {"frame": t, "boxes": 0, f"boxes > {near:g} px from a dot": 0, "dots without a box": len(dots),
+                **whole}
     distance = np.hypot(*(boxes[:, None, :] - dots[None, :, :]).transpose(2, 0, 1))
     return {"frame": t, "boxes": int(len(boxes)),
             f"boxes > {near:g} px from a dot": int(np.sum(distance.min(1) > near)),
-            "dots without a box": int(np.sum(distance.min(0) > near))}
+            "dots without a box": int(np.sum(distance.min(0) > near)), **whole}
 
 
 def main(argv=None) -> int:

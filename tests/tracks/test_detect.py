@@ -244,27 +244,13 @@ def test_demo_dots_keep_their_ids_through_crossings():
     """The demo's dots cross each other and their glows pull the spots together. Each dot keeps one track
     id whenever it is clear of the others (more than 12 px from any), and no track starts twice for a dot:
     lost tracks compete for the spots as the dots part (before: 65 tracks, 5 id changes)."""
-    from scipy.optimize import linear_sum_assignment
     from trackoverlay.utils.tracks.demo import DemoClip
+    from trackoverlay.utils.tracks.quality import identity_changes
 
     clip = DemoClip()
     tracks = detect_tracks(np.stack(list(clip.frames())), **clip.detect_params())
-    truth = clip.tracks().path
     assert tracks.track_count == clip.dots
-    owners = np.full(truth.shape[:2], -1)
-    clear = np.zeros(truth.shape[:2], bool)
-    for index in range(clip.frame_count):
-        columns = np.flatnonzero(tracks.visibility[index])
-        distance = np.hypot(*(truth[index][:, None] - tracks.path[index, columns][None]).transpose(2, 0, 1))
-        dots, matched = linear_sum_assignment(distance)
-        near = distance[dots, matched] <= 3.0
-        owners[index, dots[near]] = columns[matched[near]]
-        apart = np.hypot(*(truth[index][:, None] - truth[index][None]).transpose(2, 0, 1))
-        np.fill_diagonal(apart, np.inf)
-        clear[index] = apart.min(axis=1) > 12.0
-    assert (owners[clear] >= 0).all()  # every clear dot has a box on it
-    for dot in range(clip.dots):
-        assert len(set(owners[clear[:, dot], dot])) == 1, dot
+    assert identity_changes(tracks, clip.tracks().path, near=3.0, apart=12.0) == (0, 0)
 
 
 def test_max_points_and_column_cap_with_a_warning(caplog):

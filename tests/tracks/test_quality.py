@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from synthetic import make_clip
 from trackoverlay.utils.tracks.contract import Tracks
-from trackoverlay.utils.tracks.quality import measure_tracks, moving_share
+from trackoverlay.utils.tracks.quality import identity_changes, measure_tracks, moving_share
 from trackoverlay.utils.video.io import VideoWriter
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "track_quality.py"
@@ -99,3 +99,16 @@ def test_script_estimates_moving_pixels_without_ground_truth(clip_files):
     static = json.loads((clip_files / "static.json").read_text())["moving_share"]
     moving = json.loads((clip_files / "moving.json").read_text())["moving_share"]
     assert moving > 0.6 and moving > static + 0.3
+
+
+def test_identity_changes_count_swaps_and_misses_where_points_are_apart():
+    truth = np.zeros((6, 2, 2), np.float32)
+    truth[:, 0] = [[10 + 4 * t, 50] for t in range(6)]
+    truth[:, 1] = [[40 - 2 * t, 52] for t in range(6)]  # 12, 6.3 and 2 px apart at frames 3-5
+    path = truth.copy()
+    path[4:] = path[4:, ::-1]  # the tracks swap at frame 4
+    visible = np.ones((6, 2), bool)
+    visible[1, 1] = False  # point 1 missed at frame 1
+    tracks = Tracks(path, visible)
+    assert identity_changes(tracks, truth, near=1.0, apart=7.0) == (0, 1)  # frames 4-5 not judged: too close
+    assert identity_changes(tracks, truth, near=1.0, apart=1.0) == (2, 1)  # judged there: both swapped

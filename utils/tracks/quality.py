@@ -4,7 +4,8 @@
 how many tracks start, how many live a single frame, how long they live,
 frames left without any point, how much the live count swings from one
 redetection cycle to the next, and (given a map of moving pixels per frame)
-the share of points that sit on something that moves.
+the share of points that sit on something that moves. Against known true
+positions, :func:`identity_changes` counts how often a point's track changes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Iterable
 
 import cv2
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from .contract import Tracks, normalize_tracks
 
@@ -112,3 +114,31 @@ def measure_tracks(tracks, moving: Iterable[np.ndarray] | None = None, window: i
         count_swing=float(np.median(swings)) if swings else 0.0,
         moving_share=None if moving is None else moving_share(tracks, moving, reach),
     )
+
+
+def identity_changes(tracks, truth: np.ndarray, near: float, apart: float) -> tuple[int, int]:
+    """How well tracks keep to known points ``truth`` (float [T, M, 2] pixel x, y): frame by frame, the true
+    points are matched one to one to visible tracks (least total distance, pairs at most ``near`` pixels apart).
+    Returns (changes, missed): times a point's track differs from its track the last time it was judged, and
+    judgements with no track on the point. A point is judged only in frames where it lies more than ``apart``
+    pixels from every other true point (where two overlap, either track is right)."""
+    tracks = normalize_tracks(tracks)
+    shown = _shown(tracks)
+    owner = np.full(truth.shape[1], -1)
+    changes = missed = 0
+    for index in range(min(tracks.frame_count, len(truth))):
+        points = truth[index]
+        columns = np.flatnonzero(shown[index])
+        distance = np.hypot(*(points[:, None] - tracks.path[index, columns][None]).transpose(2, 0, 1))
+        found = np.full(len(points), -1)
+        rows, matched = linear_sum_assignment(distance)
+        close = distance[rows, matched] <= near
+        found[rows[close]] = columns[matched[close]]
+        between = np.hypot(*(points[:, None] - points[None]).transpose(2, 0, 1))
+        np.fill_diagonal(between, np.inf)
+        judged = between.min(axis=1, initial=np.inf) > apart
+        missed += int(np.count_nonzero(judged & (found < 0)))
+        seen = judged & (found >= 0)
+        changes += int(np.count_nonzero(seen & (owner >= 0) & (owner != found)))
+        owner[seen] = found[seen]
+    return changes, missed
