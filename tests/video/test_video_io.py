@@ -374,3 +374,23 @@ def test_hdr_video_is_read_with_a_warning(tmp_path, caplog, transfer, tag, name)
             assert len(list(frames)) == 2
     assert caplog.text.count("HDR video") == 1
     assert f"{tag}.mp4: HDR video ({name} transfer)" in caplog.text and "tone mapping" in caplog.text
+
+
+def _gif_delays(path) -> list:
+    with av.open(str(path)) as container:
+        return [(packet.pts, packet.duration) for packet in container.demux(video=0) if packet.size]
+
+
+@pytest.mark.parametrize("fps, kept", [(30, list(range(12))), (60, [0, 1, 3, 4, 6, 7, 9, 10])])
+def test_gif_frames_are_at_least_two_centiseconds_apart(tmp_path, caplog, fps, kept):
+    """Players hold a GIF frame with a 0 or 1 cs delay for 10 cs: a 60 fps GIF would stutter, so frames due
+    less than 2 cs after the last one kept are left out, with a warning; the kept ones stay on time."""
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"), VideoWriter(tmp_path / "a.gif", fps=fps) as writer:
+        for index in range(12):
+            writer.write(gradient_frame(index))
+    delays = _gif_delays(tmp_path / "a.gif")
+    assert [pts for pts, _ in delays] == [round(100 * index / fps) for index in kept]
+    assert min(duration for _, duration in delays) >= 2
+    assert writer.frames_left_out == 12 - len(kept)
+    assert ("a GIF shows at most 50 frames a second" in caplog.text) == (fps == 60)
+    assert caplog.text.count("GIF shows") <= 1

@@ -44,6 +44,9 @@ MAX_FPS = 100_000  # frames per second: high-speed cameras reach tens of thousan
 MAX_SIDE = 16384  # pixels: the largest frame side read or written (larger is refused, not attempted)
 _SCAN_KEYFRAMES = 2  # keyframes past the wanted frame scanned before its timestamp is trusted (open GOPs)
 CRF_RANGE = Range(0, 51)  # x264 quality: lower is better
+GIF_LEAST_DELAY = 2
+"""Centiseconds: the shortest delay between GIF frames. Browsers and most players hold a frame with a delay of 0 or
+1 cs for 10 cs, so a 60 fps GIF would stutter; a frame due sooner after the last one kept is left out."""
 
 
 @dataclass(frozen=True)
@@ -548,6 +551,7 @@ class VideoWriter(_Writer):
         self._padding = (0, 0)
         self._last_pts = -1
         self._palette = None
+        self.frames_left_out = 0  # GIF frames due too soon after the last one (``GIF_LEAST_DELAY``)
         self._padded = None
         self._yuv = None
         self._origin = Fraction(0)
@@ -662,12 +666,24 @@ class VideoWriter(_Writer):
             self._start(*size, planes)
         seconds = Fraction(self.frame_count) / self._rate if time is None else Fraction(time) - self._origin
         pts = max(round(seconds / self._time_base), self._last_pts + 1)
+        if self._palette is not None and self.frame_count and pts < self._last_pts + GIF_LEAST_DELAY:
+            self._leave_out(seconds)
+            return
         self._last_pts = pts
         self._encode(picture(), pts)
         self.frame_count += 1
         self.end_time = pts * self._time_base
         if self._audio is not None:
             self._audio.advance(self.end_time)
+
+    def _leave_out(self, seconds: Fraction) -> None:
+        """Skip a GIF frame due less than ``GIF_LEAST_DELAY`` after the last one kept (warned once)."""
+        if not self.frames_left_out:
+            LOGGER.warning("%s: a GIF shows at most %d frames a second (players hold shorter delays for 1/10 s), so "
+                           "frames due sooner after the last one are left out, from %.3f s on; write .mp4 or .webm "
+                           "to keep every frame", self.label, 100 // GIF_LEAST_DELAY, float(seconds))
+        self.frames_left_out += 1
+        self.frame_count += 1
 
     def _encode(self, image, pts: int) -> None:
         """Encode and mux one converted frame at ``pts`` (in the output's time base)."""
