@@ -193,6 +193,23 @@ def test_a_cut_followed_by_a_second_cut_stays_two_cuts():
     track_clip(clip.frames, detector)
     assert detector.cuts == [10, 11]
 
+
+def test_a_cut_detector_alone_withdraws_a_flash_at_the_next_frame():
+    """The flash frame is judged a cut when it comes; the frame after it sets ``flash_before`` (the loop of
+    :class:`CutDetector`'s docstring), while a real cut's next frame does not."""
+    clip = make_clip(frames=30, cuts=(22,), pan=(1.5, 0.5))
+    frames = clip.frames.copy()
+    frames[10] = 255
+    cuts, starts, judged = CutDetector(), [], []
+    for index, frame in enumerate(frames):
+        if cuts.is_cut(frame):
+            starts.append(index)
+            judged.append(index)
+        elif cuts.flash_before:
+            starts.pop()
+    assert judged == [10, 22] and starts == [22]
+
+
 def test_streaming_matches_the_batch(panning_cut):
     batch = detect_tracks(panning_cut.frames, **PARAMS)
     detector = TrackDetector(**PARAMS)

@@ -112,12 +112,18 @@ class CutDetector:
     """Feed frames in order; :meth:`is_cut` says whether a frame starts a new shot.
 
     ``threshold`` 0 turns cut detection off. The first frame is never a cut
-    (it starts the clip).
+    (it starts the clip). A flash frame is judged a cut when it comes; the
+    next frame withdraws it (:attr:`flash_before`).
 
     Example::
 
         cuts = CutDetector()
-        starts = [index for index, frame in enumerate(frames) if cuts.is_cut(frame)]
+        starts = []
+        for index, frame in enumerate(frames):
+            if cuts.is_cut(frame):
+                starts.append(index)
+            elif cuts.flash_before:  # the frame before was a flash, not a cut
+                starts.pop()
     """
 
     def __init__(self, threshold: float = DEFAULT_CUT_THRESHOLD):
