@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 from synthetic import make_clip
 from trackoverlay.utils.tracks.contract import Tracks
-from trackoverlay.utils.tracks.quality import identity_changes, measure_tracks, moving_share
+from trackoverlay.utils.tracks.quality import (
+    identity_changes,
+    measure_tracks,
+    moving_share,
+)
 from trackoverlay.utils.video.io import VideoWriter
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "track_quality.py"
