@@ -667,7 +667,7 @@ class TrackDetector:
         self._lost.advance(frame.index)
         merged = np.zeros(len(self._live_ids), bool)
         ahead = self._live_points + gap * self._live_step
-        found = np.zeros(len(self._lost.ids), bool)
+        back = None  # lost tracks whose spots were found: ids, points, steps
         if spots is not None:
             reach = max(_SPOT_REACH, 0.5 * self.min_distance)
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
@@ -696,7 +696,7 @@ class TrackDetector:
         self._live_step = step[kept].astype(np.float32)
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
         self._live_speed = self._live_speed[kept]
-        if found.any():  # lost spots found again: live once more, moving on as they did
+        if back is not None:  # lost spots found again: live once more, moving on as they did
             self._add_live(*back)
 
     def _follow_patches(self, frame: PreparedFrame, guess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
