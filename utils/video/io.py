@@ -666,7 +666,7 @@ class VideoWriter(_Writer):
             self._start(*size, planes)
         seconds = Fraction(self.frame_count) / self._rate if time is None else Fraction(time) - self._origin
         pts = max(round(seconds / self._time_base), self._last_pts + 1)
-        if self._palette is not None and self.frame_count and pts < self._last_pts + GIF_LEAST_DELAY:
+        if self.format.codec == "gif" and self.frame_count and pts < self._last_pts + GIF_LEAST_DELAY:
             self._leave_out(seconds)
             return
         self._last_pts = pts
