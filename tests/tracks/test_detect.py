@@ -240,6 +240,65 @@ def test_crossing_bright_spots_keep_their_tracks():
         np.testing.assert_allclose(tracks.path[18:, column], truth[18:, dot], atol=0.3)  # after the crossing
 
 
+def glow_clip(frames, starts, velocity, height=160, width=240):
+    """Black float frames with glowing dots moving linearly (a 3.5 px core and a wide glow, as the demo's),
+    each pixel the brighter of the dots'; returns (frames, truth)."""
+    rows, cols = np.indices((height, width)) + 0.5
+    truth = starts[None] + velocity[None] * np.arange(frames)[:, None, None]
+    clip = np.zeros((frames, height, width), np.float32)
+    for t in range(frames):
+        for x, y in truth[t]:
+            distance = np.hypot(cols - x, rows - y)
+            clip[t] = np.maximum(clip[t], np.maximum(np.clip(3.5 - distance, 0, 1),
+                                                     0.9 * np.exp(-0.5 * (distance / 6) ** 2)))
+    return np.repeat(clip[..., None], 3, axis=-1), truth
+
+
+@pytest.mark.parametrize(("offset", "speed"), [(0.0, 2.0), (3.0, 2.0), (6.0, 2.0), (3.0, 3.0)])
+def test_glowing_dots_that_merge_into_one_spot_share_it(offset, speed):
+    """Two glowing dots pass each other ``offset`` px apart: for a few frames their glows make one spot with
+    one core. Both tracks share that spot, each kept where its motion puts it, shifted with its partner onto
+    the spot's centroid by mass, so both stay visible on their own dots (before: one track went lost for
+    frames, or sat on the pair's centroid 3 px off its dot)."""
+    clip, truth = glow_clip(30, np.array([[60.3, 80.2], [180.3, 80.2 + offset]]),
+                            np.array([[speed, 0.0], [-speed, 0.0]]))
+    tracks = detect_tracks(clip, method="bright", min_distance=8.0, min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 2 and tracks.visibility.all()
+    for column, dot in enumerate(match_columns(tracks, truth)):
+        assert np.hypot(*(tracks.path[:, column] - truth[:, dot]).T).max() < 1.0
+
+
+def test_a_dot_that_goes_out_beside_another_does_not_share_its_spot():
+    """A dot that goes dark 9 px from another leaves its track without a spot; the other's spot lies within
+    reach, but its mass is one dot's, not two, so the track is not kept alive on it."""
+    clip, truth = glow_clip(20, np.array([[60.3, 80.2], [60.3, 89.2]]), np.array([[2.0, 0.0], [2.0, 0.0]]))
+    alone, _ = glow_clip(10, truth[10, :1], np.array([[2.0, 0.0]]))
+    clip[10:] = alone
+    tracks = detect_tracks(clip, method="bright", min_distance=8.0, min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 2
+    gone = match_columns(tracks, truth).index(1)
+    assert tracks.visibility[:10, gone].all() and not tracks.visibility[10:, gone].any()
+
+
+@pytest.mark.parametrize("dots", [1, 2])
+def test_a_spot_is_shared_only_when_it_holds_the_mass_of_its_tracks(dots):
+    """Two live tracks, each last seen alone with one dot's mass, predicted where the dots are: on two dots 3 px
+    apart (one spot, one core) both share the spot, each at its own dot. Predicted both on a lone dot, which
+    the pair's mean fits as well as either track alone, only one takes it: the spot has one dot's mass."""
+    from trackoverlay.utils.tracks.detect import _Spots
+
+    truth = np.array([[60.3, 80.2], [63.3, 80.2]])[:dots]
+    clip, _ = glow_clip(1, truth, np.zeros((dots, 2)))
+    spots = _Spots.find(unit_to_uint8(clip[0, ..., 0]), sensitivity=0.5)
+    lone = _Spots.find(unit_to_uint8(glow_clip(1, truth[:1], np.zeros((1, 2)))[0][0, ..., 0]), sensitivity=0.5)
+    assert len(spots.mass) == 2  # one spot (row 0 is the background)
+    predicted = (truth[[0, -1]] - 0.5).astype(np.float32)  # OpenCV convention: pixel centres at .0
+    followed = spots.follow(predicted, predicted, np.full(2, 6.0), np.full(2, lone.mass[1]),
+                            np.zeros((0, 2), np.float32), np.zeros(0))
+    assert followed.matched.sum() == dots
+    np.testing.assert_allclose(followed.positions[followed.matched], predicted[:dots], atol=0.2)
+
+
 def test_demo_dots_keep_their_ids_through_crossings():
     """The demo's dots cross each other and their glows pull the spots together. Each dot keeps one track
     id whenever it is clear of the others (more than 12 px from any), and no track starts twice for a dot:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import cv2
 import numpy as np
@@ -110,6 +111,7 @@ _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its sp
 _LOST_REACH_GROWTH = 0.5  # a lost bright-spot track looks this much farther (x its reach) each frame it stays lost
 _LOST_REACH_MOST = 4.0  # ... up to this many times its reach
 _MERGE_REACH = 2.0  # x reach: a spot this near a rival's prediction may hold both (or be pulled by the other's glow)
+_SHARED_MASS = 0.65  # least share of its tracks' masses that a spot holding two or more must have (overlaps saturate)
 PREPARE_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))
 """Threads preparing frames ahead of the detector (:func:`prepare_ahead`; OpenCV runs outside Python's lock):
 half the cores, at most 8 (on 16 cores 8 beat 4 and 1 at 1080p, with x264 encoding beside them)."""
@@ -313,45 +315,107 @@ class _Spots:
         points = self.centroids[order]
         return points[_in_region(points, region)]
 
-    def follow(self, predicted: np.ndarray, last: np.ndarray, reach: np.ndarray, lost: np.ndarray,
-               lost_reach: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def follow(self, predicted: np.ndarray, last: np.ndarray, reach: np.ndarray, mass: np.ndarray, lost: np.ndarray,
+               lost_reach: np.ndarray) -> _Followed:
         """Spot centroids matched, one track per spot and nearest pairs first, to the ``predicted`` points of
         live tracks [n, 2] and of ``lost`` ones [m, 2], each within its ``reach`` / ``lost_reach`` pixels: the
         two kinds compete, so where two crossing dots part again each spot goes to the track whose motion
         predicts it. A live point that finds none may then take a spot still free within reach of its ``last``
         position: a centroid that jumped for a frame (its spot touched another) throws the prediction off by
-        as much again. Returns (positions [n + m, 2], matched [n + m], merged [n], live then lost);
-        ``merged`` marks matched live points whose spot is also within ``_MERGE_REACH`` x reach of a rival (a
-        lost track or a point left unmatched): two spots seen as one, or pulled together by their glows, whose
-        centroid says where the pair is but not how either moves."""
+        as much again. Live points still without a spot may then share one (:meth:`_share`; ``mass``: each
+        live track's spot mass when last seen alone, 0 unknown). ``merged`` marks matched live points that
+        share a spot or whose spot is within ``_MERGE_REACH`` x reach of a rival (a point left unmatched):
+        spots pulled together by their glows, whose centroids say where the dots are but not how they move."""
         guesses = np.concatenate([predicted, lost]).astype(np.float32)
         reaches = np.concatenate([reach, lost_reach])
-        positions = guesses.copy()
-        matched = np.zeros(len(guesses), bool)
         live = len(predicted)
-        merged = np.zeros(live, bool)
+        spot_of = np.full(len(guesses), -1)  # -1: no spot
+        looked_from = guesses.copy()
         centroids = self.centroids[1:]
-        if len(guesses) == 0 or len(centroids) == 0:
-            return positions, matched, merged
-        taken = np.zeros(len(centroids), bool)
-        spots = cKDTree(centroids)
-        for points, open_points in ((guesses, np.arange(len(guesses))), (last, np.arange(live))):
-            open_points = open_points[~matched[open_points]]
-            if len(open_points) == 0:
-                break
-            pairs = cKDTree(points[open_points]).sparse_distance_matrix(spots, float(reaches.max()),
-                                                                        output_type="ndarray")
-            pairs = pairs[pairs["v"] <= reaches[open_points[pairs["i"]]]]
-            for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
-                point = open_points[point]
-                if not matched[point] and not taken[spot]:
-                    matched[point], taken[spot] = True, True
-                    positions[point] = centroids[spot]
-        rivals = guesses[~matched]
+        if len(guesses) and len(centroids):
+            spots = cKDTree(centroids)
+            taken = np.zeros(len(centroids), bool)
+            for points, open_points in ((guesses, np.arange(len(guesses))), (last, np.arange(live))):
+                open_points = open_points[spot_of[open_points] < 0]
+                if len(open_points) == 0:
+                    break
+                pairs = cKDTree(points[open_points]).sparse_distance_matrix(spots, float(reaches.max()),
+                                                                            output_type="ndarray")
+                pairs = pairs[pairs["v"] <= reaches[open_points[pairs["i"]]]]
+                for point, spot, _ in pairs[np.argsort(pairs["v"], kind="stable")]:
+                    point = open_points[point]
+                    if spot_of[point] < 0 and not taken[spot]:
+                        spot_of[point], taken[spot] = spot, True
+                        looked_from[point] = points[point]
+        matched = spot_of >= 0
+        positions = guesses.copy()
+        positions[matched] = centroids[spot_of[matched]]
+        alone_mass = np.where(matched, self.mass[1 + spot_of], 0.0)
+        shared = self._share(spot_of[:live], looked_from[:live], reach, mass, positions)
+        alone_mass[:live][shared] = 0.0
+        merged = shared.copy()
+        rivals = guesses[spot_of < 0]
         if len(rivals):
-            distance, _ = cKDTree(rivals).query(positions[:live][matched[:live]], k=1)
-            merged[matched[:live]] = distance <= _MERGE_REACH * reach[matched[:live]]
-        return positions, matched, merged
+            live_matched = spot_of[:live] >= 0
+            distance, _ = cKDTree(rivals).query(positions[:live][live_matched], k=1)
+            merged[live_matched] |= distance <= _MERGE_REACH * reach[live_matched]
+        return _Followed(positions, spot_of >= 0, merged, alone_mass)
+
+    def _share(self, spot_of: np.ndarray, looked_from: np.ndarray, reach: np.ndarray, mass: np.ndarray,
+               positions: np.ndarray) -> np.ndarray:
+        """Live points without a spot that share one (nearest first): two dots seen as one spot, which one of
+        them took or neither reached. A point joins a spot within ``_MERGE_REACH`` x its reach, with the
+        points that took it or, if none did, with another such point, when the spot's mass holds at least
+        ``_SHARED_MASS`` of the group's (``mass``, 0 unknown) and the group's mass-weighted mean of where
+        they looked from (``looked_from``) lies nearer the centroid than before and within reach of it. A
+        group keeps its members' layout, shifted so that their weighted mean lands on the centroid.
+        ``spot_of`` and ``positions`` are updated in place; returns bool [n]: points that share a spot."""
+        shared = np.zeros(len(spot_of), bool)
+        open_points = np.flatnonzero(spot_of < 0)
+        if len(open_points) == 0 or len(self.mass) <= 1:
+            return shared
+        pairs = cKDTree(looked_from[open_points]).sparse_distance_matrix(
+            cKDTree(self.centroids[1:]), float(_MERGE_REACH * reach.max()), output_type="ndarray")
+        pairs = pairs[pairs["v"] <= _MERGE_REACH * reach[open_points[pairs["i"]]]]
+        pairs = pairs[np.argsort(pairs["v"], kind="stable")]
+        for point, spot, _ in pairs:
+            point = open_points[point]
+            if spot_of[point] >= 0:
+                continue
+            members = np.flatnonzero(spot_of == spot)
+            if len(members) == 0:  # a spot neither reached: shared with the next nearest open point
+                others = open_points[pairs["i"][(pairs["j"] == spot)]]
+                others = others[(spot_of[others] < 0) & (others != point)]
+                if len(others) == 0:
+                    continue
+                members = others[:1]
+            group = np.append(members, point)
+            centroid = self.centroids[1 + spot]
+            weight = _known_or_typical(mass[group])
+            mean = np.average(looked_from[group], axis=0, weights=weight)
+            miss = np.hypot(*(centroid - mean))
+            before = np.hypot(*(centroid - np.average(looked_from[members], axis=0, weights=weight[:-1])))
+            if miss > min(reach[group].min(), before) or self.mass[1 + spot] < _SHARED_MASS * weight.sum():
+                continue
+            spot_of[group] = spot
+            positions[group] = looked_from[group] + (centroid - mean)
+            shared[group] = True
+        return shared
+
+
+def _known_or_typical(mass: np.ndarray) -> np.ndarray:
+    """``mass`` with its unknown (0) entries set to the median of the known ones (all 1 when none is known)."""
+    known = mass > 0
+    return np.where(known, mass, np.median(mass[known]) if known.any() else 1.0)
+
+
+class _Followed(NamedTuple):
+    """What :meth:`_Spots.follow` found for live then lost points."""
+
+    positions: np.ndarray  # float32 [n + m, 2]
+    matched: np.ndarray  # bool [n + m]
+    merged: np.ndarray  # bool [n]: live points that share a spot, or whose spot may be pulled by a rival's glow
+    mass: np.ndarray  # [n + m]: the mass of the spot each point took alone, 0 where it took none or shares one
 
 
 @dataclass(eq=False)
@@ -521,6 +585,7 @@ class TrackDetector:
         self._cuts = CutDetector(cut_threshold)
         self._finisher = TrackFinisher(min_track_length, fade_frames, BRIDGE_FRAMES)
         self._positions = np.zeros((0, 2), np.float32)  # our pixel convention, last known per column
+        self._spot_mass = np.zeros(0)  # method bright: per column, its spot's mass when last seen alone (0 unknown)
         self._live_ids = np.zeros(0, np.int64)
         self._live_points = np.zeros((0, 2), np.float32)  # OpenCV convention (centres on integers)
         self._live_speed = np.zeros(0, np.float32)  # running own motion, pixels per frame
@@ -673,10 +738,13 @@ class TrackDetector:
             unknown = ~self._live_step.any(axis=1)  # just born: its motion is not known yet
             lost_reach = np.where(self._lost.steps.any(axis=1), reach, 2 * reach)
             lost_reach *= np.minimum(1 + _LOST_REACH_GROWTH * (frame.index - self._lost.since), _LOST_REACH_MOST)
-            positions, matched, merged = spots.follow(ahead, self._live_points, np.where(unknown, 2 * reach, reach),
-                                                      self._lost.points, lost_reach)
-            points, ok = positions[:len(ahead)], matched[:len(ahead)]
-            found, found_points = matched[len(ahead):], positions[len(ahead):]
+            followed = spots.follow(ahead, self._live_points, np.where(unknown, 2 * reach, reach),
+                                    self._spot_mass[self._live_ids], self._lost.points, lost_reach)
+            seen_alone = followed.mass > 0
+            self._spot_mass[np.concatenate([self._live_ids, self._lost.ids])[seen_alone]] = followed.mass[seen_alone]
+            merged = followed.merged
+            points, ok = followed.positions[:len(ahead)], followed.matched[:len(ahead)]
+            found, found_points = followed.matched[len(ahead):], followed.positions[len(ahead):]
             found &= _in_region(found_points, frame.near_subject)
             back = (self._lost.ids[found], found_points[found], self._lost.steps[found])
             self._lost.select(~found)
@@ -846,6 +914,7 @@ class TrackDetector:
                                      (-1, -1), criteria).reshape(-1, 2)
         start = self.track_count
         self._positions = np.concatenate([self._positions, np.zeros((len(fresh), 2), np.float32)])
+        self._spot_mass = np.concatenate([self._spot_mass, np.zeros(len(fresh))])
         self._add_live(np.concatenate([back, np.arange(start, start + len(fresh))]),
                        np.concatenate([candidates[chosen][found], fresh]), np.zeros((len(back) + len(fresh), 2)))
 
