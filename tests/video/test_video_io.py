@@ -3,7 +3,9 @@
 import logging
 import os
 import stat
+import itertools
 import types
+from fractions import Fraction
 
 import av
 import cv2
@@ -222,7 +224,7 @@ def test_corrupt_middle_does_not_crash(tmp_path):
 
 class _Frame:
     format = types.SimpleNamespace(name="rgb24")
-    rotation, pts, time_base = 0, None, None
+    rotation, pts, dts, time_base = 0, None, None, None
 
     def __init__(self, value, fail=False):
         self.value, self.fail = value, fail
@@ -244,6 +246,8 @@ class _Packet:
 
 
 class _Container:
+    format = types.SimpleNamespace(name="mp4")
+
     def __init__(self, packets):
         self.packets = packets
 
@@ -394,3 +398,44 @@ def test_gif_frames_are_at_least_two_centiseconds_apart(tmp_path, caplog, fps, k
     assert writer.frames_left_out == 12 - len(kept)
     assert ("a GIF shows at most 50 frames a second" in caplog.text) == (fps == 60)
     assert caplog.text.count("GIF shows") <= 1
+
+
+def bar_avi(path, count=40, ticks_per_frame=1, fps=25):
+    """An H.264 AVI with B-frames (x264's defaults) of a white bar moving 3 px a frame, its time base
+    ``ticks_per_frame`` ticks a frame (FFmpeg muxed H.264 AVIs at two: their headers count half frames)."""
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 160, 96, "yuv420p"
+        stream.time_base = stream.codec_context.time_base = Fraction(1, fps * ticks_per_frame)
+        for index in range(count):
+            image = np.zeros((96, 160, 3), np.uint8)
+            image[:, 3 * index:3 * index + 8] = 255
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts, frame.time_base = ticks_per_frame * index, stream.time_base
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+
+
+@pytest.mark.parametrize("ticks_per_frame", [1, 2])
+def test_an_avi_with_b_frames_is_timed_and_counted_by_its_frames(tmp_path, ticks_per_frame):
+    """An AVI stores no presentation times, and FFmpeg hands H.264 B-frames made-up ones, shuffled (the
+    output stuttered: frames shown 20 to 80 ms at 25 fps). Frames are timed by their decode stamps there:
+    every step is 1/25 s, in order, and seeking gives a full decode's frame. A header counting half frames
+    (FFmpeg's H.264 AVIs) gives the shown rate and count (it said 50 fps and 80 frames, and a read of 40 was
+    reported as a truncated file)."""
+    path = tmp_path / "bars.avi"
+    bar_avi(path, ticks_per_frame=ticks_per_frame)
+    with av.open(str(path)) as container:
+        assert any(b < a for a, b in itertools.pairwise(f.pts for f in container.decode(video=0)))  # shuffled
+    info = probe_video(path)
+    assert (info.fps, info.frame_count) == (25, 40)
+    video = iter_video_frames(path)
+    frames = list(video.timed())
+    assert len(frames) == 40
+    assert set(np.diff([f.time for f in frames])) == {Fraction(1, 25)}
+    assert [int(np.argmax(f.image[48, :, 1] > 128)) for f in frames] == [3 * i for i in range(40)]
+    for start in (1, 7, 30):
+        video = iter_video_frames(path, start)
+        first = next(video.timed())
+        assert first.index == start
+        np.testing.assert_array_equal(first.image, frames[start].image)

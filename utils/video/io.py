@@ -126,6 +126,10 @@ def _video_info(container, stream, first) -> VideoInfo:
     """What ``container`` says of ``stream``, with rotation and pixel format from its ``first`` frame (or None)."""
     fps = stream.average_rate or stream.guessed_rate or Fraction(0)
     count, counted = stream.frames, True
+    if stream.average_rate and stream.guessed_rate:
+        ticks = Fraction(stream.average_rate) / Fraction(stream.guessed_rate)  # header counts per frame shown
+        if ticks > 1 and ticks.denominator == 1:  # e.g. an H.264 AVI whose header counts half frames
+            fps, count = Fraction(stream.guessed_rate), round(count / ticks)
     if not count and fps:
         counted = False
         if stream.duration is not None and stream.time_base is not None:
@@ -182,10 +186,48 @@ def frame_to_rgb(frame) -> np.ndarray:
     return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
 
 
-def _frame_time(frame) -> Fraction | None:
-    if frame.pts is None or frame.time_base is None:
+_MADE_UP_PTS = {"avi"}
+"""Containers that store no presentation times: FFmpeg makes pts up from the packets' order, and H.264
+B-frames, put back in order by the decoder, carry them shuffled (the output then stuttered)."""
+
+
+class _FrameStamps:
+    """Decoded frames' presentation stamps, in their time base: each frame's pts, unless pts are made up
+    (``pts_made_up``, :data:`_MADE_UP_PTS`) or have gone backwards more often than the decode stamps (dts) so
+    far; then its dts. Frames come out of the decoder in presentation order, so true stamps rise. (FFmpeg's
+    own best-effort stamp counts the same.) A frame without a dts when pts are not trusted (the decoder's
+    last ones) comes one step after the last."""
+
+    def __init__(self, pts_made_up: bool = False):
+        self._pts_made_up = pts_made_up
+        self._last = {"pts": None, "dts": None, "stamp": None}
+        self._backwards = {"pts": 0, "dts": 0}
+        self._step = None
+
+    def __call__(self, frame) -> int | None:
+        for kind in ("pts", "dts"):
+            stamp = getattr(frame, kind)
+            if stamp is not None:
+                self._backwards[kind] += self._last[kind] is not None and stamp <= self._last[kind]
+                self._last[kind] = stamp
+        trusted = not self._pts_made_up and self._backwards["pts"] <= self._backwards["dts"]
+        if frame.pts is not None and (trusted or frame.dts is None and self._step is None):
+            stamp = frame.pts
+        elif frame.dts is not None:
+            stamp = frame.dts
+        else:
+            stamp = None if self._step is None else self._last["stamp"] + self._step
+        if stamp is not None and self._last["stamp"] is not None:
+            self._step = stamp - self._last["stamp"]
+        self._last["stamp"] = stamp
+        return stamp
+
+
+def _frame_time(frame, stamp: int | None) -> Fraction | None:
+    """``frame``'s time in seconds from its ``stamp`` (:class:`_FrameStamps`), None if unknown."""
+    if stamp is None or frame.time_base is None:
         return None
-    return frame.pts * Fraction(frame.time_base)
+    return stamp * Fraction(frame.time_base)
 
 
 def start_timestamp(container, stream, start: int) -> int | None:
@@ -250,8 +292,9 @@ class DecodeStats:
 
 
 def _seek(container, stream, start: int) -> int | None:
-    """Position the demuxer at or before frame ``start``; the pts to start at (None: count frames instead)."""
-    if start == 0:
+    """Position the demuxer at or before frame ``start``; the pts to start at (None: count frames from the first
+    instead, as where pts are made up (:data:`_MADE_UP_PTS`) and decoded frames are timed otherwise)."""
+    if start == 0 or container.format.name in _MADE_UP_PTS:
         return None
     target = start_timestamp(container, stream, start)
     container.seek(0 if target is None else target, stream=stream, backward=True)
@@ -262,10 +305,12 @@ def _rgb_only(frame) -> tuple:
     return frame_to_rgb(frame), None
 
 
-def _raw_frames(container, stream, path: str, start: int, stats: DecodeStats) -> Iterator:
-    """FFmpeg's decoded frames from ``start`` on; bad packets are logged, counted and skipped."""
+def _raw_frames(container, stream, path: str, start: int, stats: DecodeStats) -> Iterator[tuple]:
+    """FFmpeg's decoded frames from ``start`` on, each with its stamp (:class:`_FrameStamps`); bad packets
+    are logged, counted and skipped."""
     target = _seek(container, stream, start)
     to_skip = start if target is None else 0
+    stamps = _FrameStamps(container.format.name in _MADE_UP_PTS)
     packets = container.demux(stream)
     while True:
         try:
@@ -283,26 +328,27 @@ def _raw_frames(container, stream, path: str, start: int, stats: DecodeStats) ->
             stats.failed += 1
             continue
         for frame in frames:
-            if target is not None and frame.pts is not None and frame.pts < target:
+            stamp = stamps(frame)
+            if target is not None and stamp is not None and stamp < target:
                 continue
             if to_skip:
                 to_skip -= 1
                 continue
-            yield frame
+            yield frame, stamp
 
 
 def _decode(container, stream, path: str, start: int, stats: DecodeStats, convert=_rgb_only,
             frames: Iterator | None = None) -> Iterator[DecodedFrame]:
-    """Decoded frames from ``start`` on (``frames``: FFmpeg's, if already begun), ``convert(frame)`` giving
+    """Decoded frames from ``start`` on (``frames``: :func:`_raw_frames`' pairs, if already begun), ``convert(frame)`` giving
     (image, planes); bad packets or frames are logged, counted and skipped."""
-    for frame in _raw_frames(container, stream, path, start, stats) if frames is None else frames:
+    for frame, stamp in _raw_frames(container, stream, path, start, stats) if frames is None else frames:
         try:
             image, planes = convert(frame)
         except (av.error.FFmpegError, ValueError) as error:
             LOGGER.warning("%s: frame %d failed to convert (%s); skipped", path, start + stats.position, error)
             stats.failed += 1
             continue
-        yield DecodedFrame(image, start + stats.position, _frame_time(frame), planes)
+        yield DecodedFrame(image, start + stats.position, _frame_time(frame, stamp), planes)
         stats.read += 1
 
 
@@ -393,7 +439,8 @@ def open_video(path) -> tuple[VideoInfo, VideoFrames]:
         stream.thread_type = "AUTO"
         stats = DecodeStats()
         frames = _raw_frames(container, stream, os.fspath(path), 0, stats)
-        first = next(frames, None)
+        opening = next(frames, None)
+        first = None if opening is None else opening[0]
         info = _video_info(container, stream, first)
     except BaseException:
         container.close()
@@ -402,7 +449,7 @@ def open_video(path) -> tuple[VideoInfo, VideoFrames]:
         LOGGER.warning("%s: HDR video (%s transfer): its frames are read and written as SDR, without tone "
                        "mapping, so the output looks flat and pale; convert it to SDR first (e.g. FFmpeg's "
                        "zscale and tonemap filters)", os.fspath(path), _HDR_TRANSFERS[first.color_trc])
-    begun = frames if first is None else itertools.chain([first], frames)
+    begun = frames if opening is None else itertools.chain([opening], frames)
     return info, VideoFrames(container, stream, os.fspath(path), 0, begun=(begun, stats))
 
 
