@@ -92,7 +92,7 @@ class DetectTracksNode(io.ComfyNode):
                         "follows them from frame to frame with optical flow. Re-detection fills gaps where no "
                         "point is, lost points keep their id when found again, scene cuts start afresh, short "
                         "tracks are dropped and births and deaths fade (track_opacity). Points are followed on "
-                        "the GPU (CuPy) or the CPU (OpenCV), with the same arithmetic.",
+                        "the GPU (CuPy) or the CPU (OpenCV), with the same arithmetic (to float rounding).",
             inputs=[
                 io.Image.Input("image", tooltip="The frames to track (a video's frames, or one image)."),
                 *detect_widgets(),
