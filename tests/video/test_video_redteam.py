@@ -43,6 +43,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -62,7 +63,7 @@ from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.tracks.track_file import save_tracks_json
 from trackoverlay.utils.video.audio import AudioCopy
 from trackoverlay.utils.video.formats import choose_format
-from trackoverlay.utils.video.io import VideoWriter
+from trackoverlay.utils.video.io import VideoWriter, probe_video
 from trackoverlay.utils.video.stream import (
     DetectedPoints,
     FrameSource,
@@ -715,6 +716,48 @@ def test_truncated_input_is_reported(run, tmp_path):
                       r"truncated or damaged, and the output has only the frames that were read", result.out)
     assert match, result.out
     assert 0 < int(match[1]) < 24 and frames_in(tmp_path / "cut.mp4") == int(match[1])
+
+
+def _avi_with_a_dropped_frame(path) -> Path:
+    """An MPEG-4 AVI of 9 frame slots at 25 fps whose fifth frame was dropped: 9 declared, 8 decode."""
+    with av.open(str(path), "w") as output:
+        stream = output.add_stream("mpeg4", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.codec_context.time_base = Fraction(1, 25)
+        for slot in (0, 1, 2, 3, 5, 6, 7, 8):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * slot, np.uint8), format="rgb24")
+            frame.pts, frame.time_base = slot, Fraction(1, 25)
+            output.mux(stream.encode(frame))
+        output.mux(stream.encode(None))
+    return path
+
+
+def _mkv_claiming_to_be_longer(path) -> Path:
+    """A 24-frame MKV (0.96 s) whose file header says 1346.6 s, as clips cut from a longer file may; its video
+    stream's DURATION tag is right."""
+    make_video(path, frames=24, container="matroska")
+    data = path.read_bytes()
+    at = data.index(b"\x44\x89\x88") + 3  # the segment's Duration element: an 8-byte float, in ms
+    path.write_bytes(data[:at] + struct.pack(">d", 1346637.0) + data[at + 8:])
+    with av.open(str(path)) as container:
+        assert container.duration == 1346637000 and container.streams.video[0].metadata["DURATION"] == \
+            "00:00:00.960000000"
+    return path
+
+
+@pytest.mark.parametrize("make", [_avi_with_a_dropped_frame, _mkv_claiming_to_be_longer])
+def test_whole_inputs_whose_counts_or_headers_say_more_are_not_called_truncated(run, tmp_path, make):
+    """A dropped frame the container still counts, or a file header longer than the stream's own length, used
+    to give "read 8 of the 9 frames it declares ... truncated or damaged" (and for the MKV a progress total of
+    32287 frames). The frames reach the stream's declared end, so no warning; the MKV counts 24 frames."""
+    source = make(tmp_path / ("in.avi" if make is _avi_with_a_dropped_frame else "in.mkv"))
+    result = run(tmp_path, source.name, "-o", "out.mp4", "--no-lines")
+    assert result.code == 0, result.err
+    assert "truncated" not in result.out + result.err
+    assert frames_in(tmp_path / "out.mp4") == (8 if source.suffix == ".avi" else 24)
+    if source.suffix == ".mkv":
+        info = probe_video(source)
+        assert (info.frame_count, info.counted, info.end_time) == (24, False, Fraction(24, 25))
 
 
 def _faststart(path) -> None:

@@ -59,7 +59,8 @@ class VideoInfo:
     (``counted``) or an estimate from duration x fps (0 when neither is known);
     ``fps`` is the average rate, 0 when unknown. ``audio`` names the first audio
     stream's codec, or is None; ``time_base`` is the unit of the frames' timestamps. ``pix_fmt`` is the
-    first frame's decoded pixel format (None if no frame decodes).
+    first frame's decoded pixel format (None if no frame decodes). ``end_time`` is when the stream says it
+    ends, in seconds on its frames' clock (:func:`declared_end`; None if unknown).
     """
 
     width: int
@@ -71,6 +72,7 @@ class VideoInfo:
     audio: str | None = None
     time_base: Fraction | None = None
     pix_fmt: str | None = None
+    end_time: Fraction | None = None
 
     @property
     def planar(self) -> bool:
@@ -122,6 +124,32 @@ def _quarter_turns(rotation) -> int:
     return turns % 4
 
 
+def _tag_seconds(text: str | None) -> Fraction | None:
+    """Seconds of a Matroska ``DURATION`` tag ("HH:MM:SS.nnnnnnnnn"), None if absent or unreadable."""
+    try:
+        hours, minutes, seconds = (text or "").split(":")
+        return (int(hours) * 60 + int(minutes)) * 60 + Fraction(seconds)
+    except ValueError:
+        return None
+
+
+def declared_end(container, stream) -> tuple[Fraction, Fraction | None]:
+    """When ``stream`` says it starts and ends, in seconds on its frames' clock: its own duration, else its
+    ``DURATION`` tag (Matroska), else the file's (which clips cut from a longer file may still carry: a
+    20 s MKV said 1347 s). The end is None when nothing states a length."""
+    base = Fraction(stream.time_base) if stream.time_base else None
+    if base is not None and stream.start_time is not None:
+        start = stream.start_time * base
+    else:
+        start = Fraction(container.start_time or 0, av.time_base)
+    if base is not None and stream.duration:
+        return start, start + stream.duration * base
+    tagged = _tag_seconds(stream.metadata.get("DURATION"))
+    if tagged is not None:
+        return start, start + tagged
+    return start, (Fraction(container.duration, av.time_base) + start) if container.duration else None
+
+
 def _video_info(container, stream, first) -> VideoInfo:
     """What ``container`` says of ``stream``, with rotation and pixel format from its ``first`` frame (or None)."""
     fps = stream.average_rate or stream.guessed_rate or Fraction(0)
@@ -130,13 +158,10 @@ def _video_info(container, stream, first) -> VideoInfo:
         ticks = Fraction(stream.average_rate) / Fraction(stream.guessed_rate)  # header counts per frame shown
         if ticks > 1 and ticks.denominator == 1:  # e.g. an H.264 AVI whose header counts half frames
             fps, count = Fraction(stream.guessed_rate), round(count / ticks)
+    start, end = declared_end(container, stream)
     if not count and fps:
         counted = False
-        if stream.duration is not None and stream.time_base is not None:
-            seconds = stream.duration * stream.time_base
-        else:
-            seconds = (container.duration or 0) / av.time_base
-        count = round(seconds * fps)
+        count = 0 if end is None else round((end - start) * fps)
     audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
     rotation = 0 if first is None else _quarter_turns(first.rotation) * 90
     width, height = stream.codec_context.width, stream.codec_context.height
@@ -144,7 +169,7 @@ def _video_info(container, stream, first) -> VideoInfo:
         width, height = height, width
     time_base = Fraction(stream.time_base) if stream.time_base else None
     return VideoInfo(width, height, Fraction(fps), int(count), rotation, counted, audio, time_base,
-                     None if first is None else first.format.name)
+                     None if first is None else first.format.name, end)
 
 
 def probe_video(path) -> VideoInfo:

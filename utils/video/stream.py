@@ -65,6 +65,9 @@ from .pipeline import Pipeline, prefetched
 from .yuv import PlaneBuffers, composite_planes, draw_planes_together
 
 QUEUE_DEPTH = 2
+MISSING_AT_END = 2
+"""Frames a video read to its end may stop short of its declared end by without being reported as truncated:
+an edit list that cuts the last frame, a dropped frame or a rounded duration leave about one out."""
 GPU_FRAMES_PER_SCENE = 8
 """Frames of up to 1080p whose overlays the GPU builds and uploads as one scene when it draws a video in YUV.
 Per frame, the scene build and upload were most of the Python work that the video's threads take turns at:
@@ -499,6 +502,7 @@ class FrameSource:
     planar: bool = False
     audio: bool = True
     decoder: str = "cpu"
+    end_time: Fraction | None = None  # when a video says it ends (:func:`.io.declared_end`)
     _opened_by: str = field(default="cpu", init=False, repr=False)  # the decoder of the open ``frames``
 
     @classmethod
@@ -514,7 +518,7 @@ class FrameSource:
             raise ValueError(f"{os.fspath(path)} does not state its frame rate; re-encode it with a fixed fps")
         source = cls(open_frames(path, 0, decoder) if frames is None else frames, info.width, info.height, info.fps,
                      info.frame_count, path=os.fspath(path), counted=info.counted, time_base=info.time_base,
-                     planar=info.planar, audio=info.audio is not None, decoder=decoder)
+                     planar=info.planar, audio=info.audio is not None, decoder=decoder, end_time=info.end_time)
         source._opened_by = decoder
         return source
 
@@ -559,14 +563,21 @@ class FrameSource:
         frames = itertools.islice(self.frames, skip, None) if skip else self.frames
         return (DecodedFrame(image, index, Fraction(index) / self.fps) for index, image in enumerate(frames, start))
 
-    def report(self, start: int, drawn: int, to_the_end: bool) -> None:
-        """Warn when a video gave fewer frames than it declares (truncated or damaged)."""
+    def report(self, start: int, drawn: int, to_the_end: bool, last_time: Fraction | None = None) -> None:
+        """Warn when a video read to its end (the last frame at ``last_time``) is truncated or damaged: frames
+        failed to decode, the file ended early, or its frames stop short of its declared end by more than
+        :data:`MISSING_AT_END` frames. Frame counts are a fallback where times are unknown: a container
+        counts frames that an edit list cuts or that were dropped, and an estimate from the duration
+        misses a variable rate."""
         decoder = getattr(self.frames, "stats", None)
         if decoder is None or not to_the_end or not self.frame_count:
             return
         expected = self.frame_count - start
-        slack = 0 if self.counted else max(1, expected // 100)
-        if start + drawn + slack < self.frame_count or decoder.failed or decoder.ended_early:
+        if last_time is not None and self.end_time is not None:
+            short = last_time + (1 + MISSING_AT_END) / self.fps < self.end_time
+        else:
+            short = start + drawn + (0 if self.counted else max(1, expected // 100)) < self.frame_count
+        if short or decoder.failed or decoder.ended_early:
             damaged = f"; {decoder.failed} frame(s) could not be decoded" if decoder.failed else ""
             stated = "declares" if self.counted else "should have (from its duration)"
             LOGGER.warning("%s: read %d of the %d frames it %s from frame %d%s; the file is truncated or "
@@ -792,14 +803,14 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     device_writer = getattr(writers[0], "device_input", False)
     hand_over = FrameHandOver(writers)
     spare: queue.SimpleQueue = queue.SimpleQueue()  # drawn frames' buffers, back from the encoding thread
-    size, last, built, written = [], [range_.start - 1], [0], [0]
+    size, last, built, written = [], [range_.start - 1, None], [0], [0]  # last: the index and time built
 
     def build_one(pair: tuple[DecodedFrame, FramePoints]):  # the overlay is built here, drawn by the next stage
         item, frame_points = pair
         image = item.image
         if not (planar or layer_only):
             image = place_frame(image, renderer, device_writer)
-        last[0] = item.index
+        last[:] = item.index, item.time
         shape = (item.planes.height, item.planes.width) if planar else image.shape[:2]
         if not size:
             size.extend(shape)
@@ -870,5 +881,5 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     reached = last[0] + 1  # frames skipped as undecodable keep their numbers
     limited = range_.stop is not None and reached >= range_.stop
     points.finish(reached, limited)
-    source.report(range_.start, count, not limited)
+    source.report(range_.start, count, not limited, last[1])
     return count
