@@ -93,10 +93,21 @@ def unit_scale(units: str, reference, name: str = "reference") -> float:
 
 
 def engine_params(cls, widgets: dict, scale: float = 1.0, scaled: tuple = ()):
-    """An instance of the dataclass ``cls`` from the widgets named like its fields (``scaled`` ones x ``scale``)."""
+    """An instance of the dataclass ``cls`` from the widgets named like its fields (``scaled`` ones x ``scale``).
+    A value refused once scaled is named in the widget's units too: the engine's limits are in pixels."""
     values = {field.name: widgets[field.name] for field in fields(cls) if field.name in widgets}
+    given = dict(values)
     values.update({key: values[key] * scale for key in scaled if key in values})
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ValueError as error:
+        if scale == 1.0:
+            raise
+        changed = [key for key in scaled if key in values and values[key] != given[key]]
+        quoted = [key for key in changed if repr(values[key]) in str(error) or f"{values[key]:g}" in str(error)]
+        named = ", ".join(f"{key} {given[key]:g} % = {values[key]:g} px" for key in quoted or changed)
+        raise ValueError(f"{error} ({UNITS[1]} is {scale:g} px per % on these frames: {named}; lower the "
+                         "size, or give it in pixels)") from None
 
 
 def _box_rows(frame, label: str) -> np.ndarray:

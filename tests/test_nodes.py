@@ -293,6 +293,15 @@ def test_percent_units_need_a_reference_image():
         run("LineLinks", tracks=make_tracks([[[1, 1], [5, 5]]]), units=PERCENT)
 
 
+def test_a_percent_size_over_the_engine_limit_is_named_in_percent_too():
+    """300 % of a 360 px frame is 1080 px, over the 1000 px that plate padding may be: the error used to quote
+    only 1080.0, a number the user never typed."""
+    with pytest.raises(ValueError, match=r"got 1080\.0 \(% of frame height is 3\.6 px per % on these frames: "
+                                         r"plate_padding 300 % = 1080 px; lower the size, or give it in pixels\)"):
+        run("Labels", tracks=make_tracks([[[10, 10], [50, 50]]]), units=PERCENT, reference=frames(1, 360, 640),
+            plate_padding=300.0)
+
+
 def coverage(node_id, height, units, **widgets):
     """Total alpha of an overlay of three points drawn at ``height`` (positions scale with it)."""
     scale = height / 100.0

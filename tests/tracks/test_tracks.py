@@ -235,8 +235,8 @@ def test_track_text_round_trips_and_older_files_have_none():
 
 
 @pytest.mark.parametrize("text, error, words", [
-    ("car", TypeError, ["track_text", "must be a list of 2 strings"]),
-    (["a"], ValueError, ["has 1 entries but there are 2 tracks"]),
+    ("car", TypeError, ["clip.json: 'text' must be a list of 2 strings"]),  # named as the file names it
+    (["a"], ValueError, ["clip.json: 'text' has 1 entries but there are 2 tracks"]),
     (["a", 3], ValueError, ["[1] must be a string", "got int"]),
     (["a", "x" * 1001], ValueError, ["[1] must be a string of at most 1,000 characters", "got 1,001 characters"]),
 ])

@@ -104,7 +104,7 @@ def _visibility(value, label: str, path_label: str, frames: int, count: int) -> 
                      f"must match (or be [T, 1] / [1, N]){hint}")
 
 
-def _texts(value, label: str, count: int) -> tuple:
+def track_texts(value, label: str, count: int) -> tuple:
     """A tuple of ``count`` strings from a list of strings (None for no text)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise TypeError(f"{label} must be a list of {count} strings (one per track), got {type(value).__name__}")
@@ -188,7 +188,7 @@ class Tracks:
                 array.setflags(write=False)
             object.__setattr__(self, field, array)
         if self.text is not None:
-            object.__setattr__(self, "text", _texts(self.text, f"{name}['{TEXT_KEY}']", path.shape[1]))
+            object.__setattr__(self, "text", track_texts(self.text, f"{name}['{TEXT_KEY}']", path.shape[1]))
 
     @property
     def frame_count(self) -> int:

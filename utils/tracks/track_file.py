@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from .contract import Tracks, normalize_tracks
+from .contract import Tracks, normalize_tracks, track_texts
 
 JSON_FORMAT = "trackoverlay.tracks"
 JSON_VERSION = 1
@@ -123,8 +123,11 @@ def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
     for key, tail in (("size", (2,)), ("confidence", ()), ("opacity", ())):
         if document.get(key) is not None:
             optional[key] = _json_array(document, key, (frames, count) + tail, source)
+    text = document.get("text")
+    if text is not None:
+        text = track_texts(text, f"{source}: 'text'", count)  # named as the file names it
     return Tracks(path, visible, optional.get("size"), optional.get("confidence"), optional.get("opacity"),
-                  document.get("text"), name=source)
+                  text, name=source)
 
 
 def save_tracks_json(tracks, path: str | os.PathLike) -> None:
