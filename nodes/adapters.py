@@ -189,6 +189,17 @@ def input_path(path: str) -> str:
     return os.path.join(paths.get_input_directory(), path)
 
 
+def saved_or_input_path(path: str) -> str:
+    """:func:`input_path`, or the same relative path under ComfyUI's output folder where only that holds it
+    (where the pack's nodes save, e.g. Tracks To JSON's files)."""
+    given = input_path(path)
+    paths = _folder_paths()
+    if os.path.exists(given) or paths is None or os.path.isabs(os.path.expanduser(path)):
+        return given
+    saved = os.path.join(paths.get_output_directory(), os.path.expanduser(path))
+    return saved if os.path.exists(saved) else given
+
+
 def save_text_output(text: str, prefix: str, extension: str):
     """Save ``text`` as ``<prefix>_00001_.<extension>`` under ComfyUI's output folder.
 

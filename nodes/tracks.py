@@ -20,9 +20,9 @@ from ..utils.tracks.from_mask import MASK_RANGES, tracks_from_mask
 from ..utils.tracks.track_file import load_tracks_json, tracks_from_json, tracks_to_json
 from .adapters import (
     image_array,
-    input_path,
     mask_array,
     save_text_output,
+    saved_or_input_path,
     tracks_output,
 )
 from .widgets import (
@@ -158,7 +158,7 @@ def _json_source(json_or_path: str) -> tuple:
                          "of a .json track file")
     if value.startswith("{"):
         return "json", value
-    return "file", input_path(value)
+    return "file", saved_or_input_path(value)
 
 
 def file_fingerprint(path: str) -> str:
@@ -184,10 +184,12 @@ class TracksFromJSONNode(io.ComfyNode):
             category=TRACKS_CATEGORY,
             search_aliases=["load tracks", "track file", "import tracks"],
             description="Reads tracks saved by Tracks To JSON (or by the pack's scripts): paste the JSON text, "
-                        "or give a file path (relative paths are looked up in ComfyUI's input folder). An "
-                        "edited file is read again on the next run.",
+                        "or give a file path (relative paths are looked up in ComfyUI's input folder, then "
+                        "in its output folder, where Tracks To JSON saves). An edited file is read again on the "
+                        "next run.",
             inputs=[
-                text("json_or_path", "", "Track JSON text (starting with '{'), or the path of a .json track file.",
+                text("json_or_path", "", "Track JSON text (starting with '{'), or the path of a .json track file "
+                     "(relative: in ComfyUI's input folder, else its output folder, e.g. tracks/shot_00001_.json).",
                      multiline=True),
             ],
             outputs=[io.Tracks.Output("tracks", tooltip=TRACKS_OUT)],

@@ -211,6 +211,20 @@ def test_tracks_to_json_without_comfyui_only_returns_text(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
+def test_tracks_from_json_finds_what_tracks_to_json_saved_in_the_output_folder(fake_comfy_folders):
+    """Tracks To JSON saves under output/; the same relative name used to be looked up in input/ only."""
+    run("TracksToJSON", tracks=make_tracks([[[4, 5]]]), filename_prefix="tracks/shot")
+    (loaded,) = run("TracksFromJSON", json_or_path="tracks/shot_00001_.json")
+    assert loaded["track_path"].tolist() == [[[4.0, 5.0]]]
+    (fake_comfy_folders / "input" / "tracks").mkdir()  # a file of that name in input/ comes first
+    (other,) = run("TracksToJSON", tracks=make_tracks([[[7, 8]]]))
+    (fake_comfy_folders / "input" / "tracks" / "shot_00001_.json").write_text(other, encoding="utf-8")
+    (loaded,) = run("TracksFromJSON", json_or_path="tracks/shot_00001_.json")
+    assert loaded["track_path"].tolist() == [[[7.0, 8.0]]]
+    with pytest.raises(FileNotFoundError, match="input"):
+        run("TracksFromJSON", json_or_path="tracks/missing.json")
+
+
 def test_tracks_from_json_reads_files_from_the_input_folder_and_notices_edits(fake_comfy_folders):
     (text,) = run("TracksToJSON", tracks=make_tracks([[[4, 5]]]))
     track_file = fake_comfy_folders / "input" / "shot.json"
