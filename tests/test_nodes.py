@@ -607,6 +607,22 @@ def test_render_glow_is_off_by_default_and_its_radius_follows_the_frame_height(b
     np.testing.assert_allclose(layer.numpy(), rgb, atol=1e-6)
 
 
+def test_render_layers_draws_frames_at_once_as_one_at_a_time(busy_scene):
+    """The CPU renderer rasterises several layer frames at once: the same pixels as one at a time, and the
+    progress still counts 1..n in order."""
+    from trackoverlay.utils.raster.batch import render_layers
+    from trackoverlay.utils.raster.cpu import CpuRenderer
+
+    _, overlay = busy_scene
+    serial = render_layers(overlay, 6, 72, 96, CpuRenderer(workers=1))
+    seen = []
+    together = render_layers(overlay, 6, 72, 96, CpuRenderer(workers=4, frames_at_once=4),
+                             progress=lambda done, total: seen.append((done, total)))
+    for got, want in zip(together, serial, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert seen == [(done, 6) for done in range(1, 7)] and float(serial[1].max()) > 0.5
+
+
 def test_render_refuses_a_glow_strength_out_of_range(busy_scene):
     image, overlay = busy_scene
     with pytest.raises(ValueError, match=r"glow strength must be a number in \[0, 20\], got -1"):
