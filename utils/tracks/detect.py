@@ -354,8 +354,8 @@ class _Spots:
         spot_of = np.full(len(guesses), -1)  # -1: no spot
         looked_from = guesses.copy()
         centroids = self.centroids[1:]
-        if len(guesses) and len(centroids):
-            spots = cKDTree(centroids)
+        spots = cKDTree(centroids) if len(centroids) else None
+        if len(guesses) and spots is not None:
             taken = np.zeros(len(centroids), bool)
             for points, open_points in ((guesses, np.arange(len(guesses))), (last, np.arange(live))):
                 open_points = open_points[spot_of[open_points] < 0]
@@ -373,7 +373,7 @@ class _Spots:
         positions = guesses.copy()
         positions[matched] = centroids[spot_of[matched]]
         alone_mass = np.where(matched, self.mass[1 + spot_of], 0.0)
-        shared = self._share(spot_of[:live], looked_from[:live], reach, mass, positions)
+        shared = self._share(spots, spot_of[:live], looked_from[:live], reach, mass, positions)
         alone_mass[:live][shared] = 0.0
         merged = shared.copy()
         rivals = guesses[spot_of < 0]
@@ -383,21 +383,22 @@ class _Spots:
             merged[live_matched] |= distance <= _MERGE_REACH * reach[live_matched]
         return _Followed(positions, spot_of >= 0, merged, alone_mass)
 
-    def _share(self, spot_of: np.ndarray, looked_from: np.ndarray, reach: np.ndarray, mass: np.ndarray,
-               positions: np.ndarray) -> np.ndarray:
+    def _share(self, spots: cKDTree | None, spot_of: np.ndarray, looked_from: np.ndarray, reach: np.ndarray,
+               mass: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Live points without a spot that share one (nearest first): two dots seen as one spot, which one of
         them took or neither reached. A point joins a spot within ``_MERGE_REACH`` x its reach, with the
         points that took it or, if none did, with another such point, when the spot's mass holds at least
         ``_SHARED_MASS`` of the group's (``mass``, 0 unknown) and the group's mass-weighted mean of where
         they looked from (``looked_from``) lies nearer the centroid than before and within reach of it. A
         group keeps its members' layout, shifted so that their weighted mean lands on the centroid.
-        ``spot_of`` and ``positions`` are updated in place; returns bool [n]: points that share a spot."""
+        ``spots`` is the centroids' tree (None: no spot). ``spot_of`` and ``positions`` are updated in place;
+        returns bool [n]: points that share a spot."""
         shared = np.zeros(len(spot_of), bool)
         open_points = np.flatnonzero(spot_of < 0)
-        if len(open_points) == 0 or len(self.mass) <= 1:
+        if len(open_points) == 0 or spots is None:
             return shared
         pairs = cKDTree(looked_from[open_points]).sparse_distance_matrix(
-            cKDTree(self.centroids[1:]), float(_MERGE_REACH * reach.max()), output_type="ndarray")
+            spots, float(_MERGE_REACH * reach.max()), output_type="ndarray")
         pairs = pairs[pairs["v"] <= _MERGE_REACH * reach[open_points[pairs["i"]]]]
         pairs = pairs[np.argsort(pairs["v"], kind="stable")]
         for point, spot, _ in pairs:
