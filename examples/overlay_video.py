@@ -163,8 +163,8 @@ def add_io_options(parser) -> None:
                         f"{', '.join(X264_PRESETS)}; faster makes bigger files (default: %(default)s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     canvas = parser.add_argument_group("blank canvas (no INPUT; any of these, or --tracks, selects it)")
-    canvas.add_argument("--size", type=size_type, metavar="WxH", help=f"canvas size (default: "
-                        f"{CANVAS_SIZE[0]}x{CANVAS_SIZE[1]})")
+    canvas.add_argument("--size", type=size_type, metavar="WxH", help=f"canvas size (default: the size of the "
+                        f"frames the tracks were found on, else {CANVAS_SIZE[0]}x{CANVAS_SIZE[1]})")
     canvas.add_argument("--frames", type=whole(0, MAX_FRAMES), metavar="N", help="canvas length (default: the "
                         f"tracks' frame count, else {CANVAS_FRAMES})")
     canvas.add_argument("--fps", type=finite, help=f"canvas frame rate, up to {MAX_FPS} (default: 30)")
@@ -466,7 +466,7 @@ def open_source(args, mode: str, tracks) -> FrameSource:
     if mode == "video":
         return FrameSource.from_video(args.input)
     if mode == "canvas":
-        width, height = args.size or CANVAS_SIZE
+        width, height = args.size or (tracks is not None and tracks.frame_size) or CANVAS_SIZE
         frames = args.frames
         if frames is None:
             frames = tracks.frame_count if tracks is not None and tracks.frame_count > 1 else CANVAS_FRAMES

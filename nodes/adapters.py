@@ -7,10 +7,11 @@ the functions that need them, so this module imports without ComfyUI.
 from __future__ import annotations
 
 import os
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 
+from ..utils.core.checks import check_frame_size
 from ..utils.draw.display_list import DisplayList
 from ..utils.draw.units import UNITS, pixels_per_unit
 from ..utils.tracks.contract import POSITION_LIMIT, Tracks
@@ -83,13 +84,29 @@ def overlay_list(overlay, name: str) -> list:
     return list(overlay)
 
 
-def unit_scale(units: str, reference, name: str = "reference") -> float:
-    """:func:`pixels_per_unit` with the height taken from the ``reference`` IMAGE when it is needed."""
+def unit_scale(units: str, frame_size: tuple | None) -> float:
+    """:func:`pixels_per_unit` with the height of ``frame_size`` (see :func:`overlay_frame_size`) where needed."""
     relative = units == UNITS[1]
-    if relative and reference is None:
-        raise ValueError(f"units '{units}' needs the {name} image: connect the frames to '{name}', "
-                         "or set units to 'pixels'")
-    return pixels_per_unit(units, image_array(reference, name).shape[1] if relative else 0)
+    if relative and frame_size is None:
+        raise ValueError(f"units '{units}' needs the frame height: connect the frames to 'reference' (tracks "
+                         "from this pack's Detect Tracks, Tracks From Mask or Demo Clip carry it), or set units "
+                         "to 'pixels'")
+    return pixels_per_unit(units, frame_size[1] if relative else 0)
+
+
+def overlay_frame_size(tracks: Tracks, reference, name: str = "reference") -> tuple | None:
+    """(width, height) of the frames an overlay of ``tracks`` is for: the ``reference``'s, which must be the
+    tracks' own when they say; else the tracks' (None when neither says)."""
+    if reference is None:
+        return tracks.frame_size
+    height, width = image_array(reference, name).shape[1:3]
+    check_frame_size(tracks.frame_size, width, height, "the tracks", f"'{name}'")
+    return width, height
+
+
+def for_frames(overlays: list, frame_size: tuple | None) -> list:
+    """``overlays`` marked as built for frames of ``frame_size`` (Render refuses frames of another size)."""
+    return overlays if frame_size is None else [replace(entry, frame_size=frame_size) for entry in overlays]
 
 
 def engine_params(cls, widgets: dict, scale: float = 1.0, scaled: tuple = ()):

@@ -17,7 +17,13 @@ from ..utils.draw.styles import (
 )
 from ..utils.draw.units import UNITS
 from ..utils.tracks.contract import normalize_tracks
-from .adapters import engine_params, image_array, input_path, unit_scale
+from .adapters import (
+    engine_params,
+    for_frames,
+    input_path,
+    overlay_frame_size,
+    unit_scale,
+)
 from .widgets import (
     DRAW_CATEGORY,
     OVERLAY_OUT,
@@ -66,7 +72,7 @@ def label_widgets() -> list:
         color("plate_stroke_color", _LABEL["plate_stroke_color"], "Plate outline colour."),
         combo("placement", LABEL_PLACEMENTS, _LABEL["placement"], "Where the label sits around the box: over one "
               "of its corners, beside one of its sides, or centred on the point. Labels never leave the "
-              "frame when 'reference' is connected."),
+              "frame when its size is known ('reference' connected, or tracks that carry it)."),
         float_input("margin", _LABEL["margin"], limits["margin"], "Gap between the box and the label" + _SIZE
                     + " (negative overlaps the box).", step=0.1),
         float_input("offset_x", _LABEL["offset_x"], limits["offset_x"], "Extra shift to the right" + _SIZE + ".",
@@ -106,16 +112,15 @@ class LabelsNode(io.ComfyNode):
     @classmethod
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
         font = widgets["font"].strip()
-        scale = unit_scale(units, reference)
-        frames = None if reference is None else image_array(reference, "reference")
+        tracks = normalize_tracks(tracks)
+        bounds = overlay_frame_size(tracks, reference)
+        scale = unit_scale(units, bounds)
         relative = units == UNITS[1]
-        size = fit_label_size(widgets["size"] * scale, relative, frames.shape[1] if relative else 0)
+        size = fit_label_size(widgets["size"] * scale, relative, bounds[1] if relative else 0)
         style = engine_params(LabelStyle, {**widgets, "size": size, "font": input_path(font) if font else ""},
                               scale, SCALED_LABEL)
-        bounds = None if frames is None else frames.shape[2:0:-1]
-        tracks = normalize_tracks(tracks)
-        return io.NodeOutput(label_overlay(tracks.path, tracks.visibility, style, tracks.text, tracks.size,
-                                           tracks.opacity, bounds))
+        return io.NodeOutput(for_frames(label_overlay(tracks.path, tracks.visibility, style, tracks.text, tracks.size,
+                                                      tracks.opacity, bounds), bounds))
 
 
 NODES = (LabelsNode,)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 from comfy_api.latest import io
 
-from ..utils.core.checks import broadcast_length
 from ..utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from ..utils.draw.display_list import DisplayList, merge_sequences
 from ..utils.draw.motion import still_colors
@@ -26,7 +25,7 @@ from ..utils.draw.styles import (
 )
 from ..utils.graph.neighbours import GRAPH_RANGES, MODES, GraphParams
 from ..utils.tracks.contract import normalize_tracks
-from .adapters import bounding_boxes, engine_params, overlay_list, unit_scale
+from .adapters import bounding_boxes, engine_params, for_frames, overlay_frame_size, overlay_list, unit_scale
 from .widgets import (
     DRAW_CATEGORY,
     OVERLAY_OUT,
@@ -196,11 +195,13 @@ class LineLinksNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
-        scale = unit_scale(units, reference)
+        tracks = normalize_tracks(tracks)
+        frame_size = overlay_frame_size(tracks, reference)
+        scale = unit_scale(units, frame_size)
         params = engine_params(GraphParams, widgets, scale, SCALED_GRAPH)
         style = engine_params(LineStyle, widgets, scale, SCALED_LINE)
-        tracks = normalize_tracks(tracks)
-        return io.NodeOutput(link_overlay(tracks.path, tracks.visibility, params, style, opacity=tracks.opacity))
+        overlay = link_overlay(tracks.path, tracks.visibility, params, style, opacity=tracks.opacity)
+        return io.NodeOutput(for_frames(overlay, frame_size))
 
 
 def _bounding_box_overlay(boxes, style: BoxStyle) -> list:
@@ -240,14 +241,15 @@ class BoxesNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, tracks, units, reference=None, boxes=None, **widgets) -> io.NodeOutput:
-        style = box_style(widgets, unit_scale(units, reference))
         tracks = normalize_tracks(tracks)
-        overlay = box_overlay(tracks.path, tracks.visibility, style, tracks.size, tracks.opacity)
+        frame_size = overlay_frame_size(tracks, reference)
+        style = box_style(widgets, unit_scale(units, frame_size))
+        overlay = for_frames(box_overlay(tracks.path, tracks.visibility, style, tracks.size, tracks.opacity),
+                             frame_size)
         if boxes is None:
             return io.NodeOutput(overlay)
         extra = _bounding_box_overlay(boxes, style)
-        broadcast_length(tracks=len(overlay), boxes=len(extra))
-        return io.NodeOutput(merge_sequences(overlay, extra))
+        return io.NodeOutput(merge_sequences(overlay, extra, names=("tracks", "boxes")))
 
 
 class TrailsNode(io.ComfyNode):
@@ -270,9 +272,11 @@ class TrailsNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
-        style = engine_params(TrailStyle, widgets, unit_scale(units, reference), SCALED_TRAIL)
         tracks = normalize_tracks(tracks)
-        return io.NodeOutput(trail_overlay(tracks.path, tracks.visibility, style, tracks.opacity))
+        frame_size = overlay_frame_size(tracks, reference)
+        style = engine_params(TrailStyle, widgets, unit_scale(units, frame_size), SCALED_TRAIL)
+        overlay = trail_overlay(tracks.path, tracks.visibility, style, tracks.opacity)
+        return io.NodeOutput(for_frames(overlay, frame_size))
 
 
 class MergeOverlaysNode(io.ComfyNode):
@@ -302,8 +306,7 @@ class MergeOverlaysNode(io.ComfyNode):
         given = {name: overlay_list(value, name) for name, value in
                  (("overlay_a", overlay_a), ("overlay_b", overlay_b), ("overlay_c", overlay_c),
                   ("overlay_d", overlay_d)) if value is not None}
-        broadcast_length(**{name: len(value) for name, value in given.items()})
-        return io.NodeOutput(merge_sequences(*given.values()))
+        return io.NodeOutput(merge_sequences(*given.values(), names=tuple(given)))
 
 
 NODES = (LineLinksNode, BoxesNode, TrailsNode, MergeOverlaysNode)

@@ -83,13 +83,16 @@ def color(name: str, default: str, tooltip: str):
 def units_input():
     """The ``units`` choice of the overlay nodes."""
     return combo("units", UNITS, UNITS[0], "Unit of the widths, lengths and sizes below: pixels, or percent of "
-                 "the reference image's height, so the look survives a change of resolution (needs 'reference').")
+                 "the frame height, so the look survives a change of resolution (the height of 'reference', or of the "
+                 "frames the tracks were found on when they carry it, as this pack's track nodes' do).")
 
 
 def reference_input():
     """The optional image that gives '% of frame height' its scale."""
     return io.Image.Input("reference", optional=True, tooltip="The frames the overlay will be drawn on; only "
-                          "their height is used, to turn '% of frame height' sizes into pixels.")
+                          "their size is used: their height turns '% of frame height' sizes into pixels, and "
+                          "Render refuses frames of another size. Not needed for tracks that carry their frame "
+                          "size (this pack's track nodes').")
 
 
 def tracks_input(name: str = "tracks", tooltip: str | None = None, optional: bool = False):

@@ -159,6 +159,8 @@ def test_tracks_json_round_trip_is_exact():
     assert_unchanged(tracks, before)
     (loaded,) = run("TracksFromJSON", json_or_path=text)
     assert set(loaded) == {"track_path", "track_visibility", "track_size"}
+    (text,) = run("TracksToJSON", tracks={**tracks, "track_frame_size": [640, 360]})
+    assert run("TracksFromJSON", json_or_path=text)[0]["track_frame_size"] == [640, 360]
     visible = tracks["track_visibility"]
     assert torch.equal(loaded["track_visibility"], visible)
     assert torch.equal(loaded["track_path"][visible], tracks["track_path"][visible])
@@ -302,9 +304,61 @@ def test_line_links_bad_colour_names_the_field():
         run("LineLinks", tracks=make_tracks([[[1, 1], [5, 5]]]), color_end="#12")
 
 
-def test_percent_units_need_a_reference_image():
-    with pytest.raises(ValueError, match="units '% of frame height' needs the reference image.*pixels"):
+def test_percent_units_need_a_frame_height():
+    with pytest.raises(ValueError, match="units '% of frame height' needs the frame height: connect the frames to "
+                                         "'reference'.*pixels"):
         run("LineLinks", tracks=make_tracks([[[1, 1], [5, 5]]]), units=PERCENT)
+
+
+def sized_tracks(points, width=80, height=60) -> dict:
+    """:func:`make_tracks` that carry the size of the frames they were found on, as this pack's track nodes'."""
+    return {**make_tracks(points), "track_frame_size": [width, height]}
+
+
+@pytest.mark.parametrize("node_id, widgets", [
+    ("LineLinks", {"width": 5.0}), ("Boxes", {"size": 20.0, "stroke_width": 3.0}), ("Trails", {"width": 4.0}),
+    ("Labels", {"size": 20.0}),
+])
+def test_percent_units_take_the_height_the_tracks_carry(node_id, widgets):
+    """Tracks that carry their frame size need no 'reference': the overlay is the one drawn with it."""
+    tracks = sized_tracks([[[20, 15], [60, 40]], [[24, 17], [63, 44]]], width=100, height=200)
+    (carried,) = run(node_id, tracks=tracks, units=PERCENT, **widgets)
+    (given,) = run(node_id, tracks=tracks, units=PERCENT, reference=frames(2, 200, 100), **widgets)
+    image = frames(2, 200, 100, value=0.0)
+    assert float(render(image, carried)[0].sum()) > 0
+    assert torch.equal(render(image, carried)[0], render(image, given)[0])
+    assert carried[0].frame_size == (100, 200)
+
+
+@pytest.mark.parametrize("node_id", ["LineLinks", "Boxes", "Trails", "Labels"])
+def test_overlays_refuse_a_reference_of_another_size_than_the_tracks(node_id):
+    tracks = sized_tracks([[[20, 15], [60, 40]]], width=80, height=60)
+    with pytest.raises(ValueError, match=r"the tracks belong to 80x60 frames but 'reference' is 160x120, so the "
+                                         r"points would land in the wrong places.*resize 'reference' to 80x60"):
+        run(node_id, tracks=tracks, reference=frames(1, 120, 160))
+    run(node_id, tracks=tracks, reference=frames(1, 60, 80))  # the tracks' own size
+
+
+@pytest.mark.parametrize("node_id", ["Render", "RenderLayer"])
+def test_render_refuses_frames_of_another_size_than_the_overlays_tracks(node_id):
+    """Detect Tracks on 128x96 frames, drawn on frames twice as large: the points would all sit in the top-left
+    quarter. Render names both sizes and the fix instead."""
+    image = square_frames()
+    (tracks,) = run("DetectTracks", image=image, min_distance=4.0)
+    assert tracks["track_frame_size"] == [128, 96]
+    (overlay,) = run("Boxes", tracks=tracks)
+    larger = torch.nn.functional.interpolate(image.permute(0, 3, 1, 2), scale_factor=2).permute(0, 2, 3, 1)
+    with pytest.raises(ValueError, match="the overlay's points belong to 128x96 frames but the image batch is "
+                                         "256x192"):
+        run(node_id, image=larger, overlay=overlay, backend="cpu")
+    assert run(node_id, image=image, overlay=overlay, backend="cpu")[0].shape[1:3] == (96, 128)
+
+
+def test_tracks_without_a_frame_size_draw_on_any_frames():
+    """Core's TRACKS (GenerateTracks, ...) carry no frame size: nothing to check them against."""
+    (overlay,) = run("Boxes", tracks=make_tracks([[[20, 15]]]))
+    assert overlay[0].frame_size is None
+    assert render(frames(1, 300, 400), overlay)[0].shape == (1, 300, 400, 3)
 
 
 def test_a_percent_size_over_the_engine_limit_is_named_in_percent_too():
@@ -486,6 +540,11 @@ def test_merge_errors_name_the_inputs():
         run("Merge", overlay_a=three, overlay_b=three[:1], overlay_c=two)
     with pytest.raises(TypeError, match="overlay_b must be a TRACK_OVERLAY"):
         run("Merge", overlay_a=three, overlay_b=frames())
+    small, large = (boxes_overlay(sized_tracks([[[20, 15]]], width, height)) for width, height in ((80, 60), (160, 120)))
+    with pytest.raises(ValueError, match="overlay_a was built for 80x60 frames but overlay_c for 160x120 frames"):
+        run("Merge", overlay_a=small, overlay_b=three, overlay_c=large)
+    (merged,) = run("Merge", overlay_a=three, overlay_b=small)  # core tracks (no size) go with any
+    assert [entry.frame_size for entry in merged] == [(80, 60)] * 3
 
 
 # -------------------------------------------------------------------- render

@@ -24,10 +24,8 @@ def test_pixels_per_unit(units, height, expected):
 
 
 def test_percent_sized_box_spans_that_share_of_the_reference_height(cpu_renderer):
-    """A box 10 % of a 200 px tall, 300 px wide reference is 20 px wide: its 1 px outline sits 10 px from its centre."""
-    torch = pytest.importorskip("torch")
-    reference = torch.zeros((1, 200, 300, 3))
-    size = 10.0 * unit_scale(PERCENT, reference)
+    """A box 10 % of a 200 px tall, 300 px wide frame is 20 px wide: its 1 px outline sits 10 px from its centre."""
+    size = 10.0 * unit_scale(PERCENT, (300, 200))
     style = BoxStyle(size=size, stroke_width=1.0, fill_opacity=0.0, roundness=0.0)
     box = box_primitives(np.array([[150.5, 100.5]], np.float32), np.array([[size, size]], np.float32), [0], style)
     _, alpha = cpu_renderer.render_layer(DisplayList((box,)), 200, 300)

@@ -215,6 +215,9 @@ def test_track_count_mismatch_names_both_and_leaves_no_file(comfy, clip_file):
     with pytest.raises(ValueError, match="tracks have 5 frames but the video has more"):
         run_node(FileVideo(clip_file), tracks=one_box_tracks(5))
     assert files_under(temp) == [] and open_descriptors(clip_file) == []
+    with pytest.raises(ValueError, match="tracks belong to 1920x1080 frames but the video is"):
+        run_node(FileVideo(clip_file), tracks={**one_box_tracks(), "track_frame_size": [1920, 1080]})
+    assert files_under(temp) == [] and open_descriptors(clip_file) == []
 
 
 def test_bad_inputs_say_what_to_connect_or_choose(comfy, tmp_path, clip_file):

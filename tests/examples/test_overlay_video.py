@@ -82,6 +82,15 @@ def test_tracks_file_and_frame_limit(tmp_path, demo_clip_file):
     assert size_rate_count(tmp_path / "out.mp4") == (160, 96, 12, 4)
 
 
+def test_a_canvas_takes_the_size_of_the_frames_the_tracks_were_found_on(tmp_path):
+    path = np.tile(np.array([[[20.0, 20.0], [70.0, 40.0]]], np.float32), (3, 1, 1))
+    save_tracks_json(Tracks(path, np.ones((3, 2), bool), frame_size=(96, 64)), tmp_path / "tracks.json")
+    result = run_cli("--tracks", "tracks.json", "-o", "out.mp4", "--backend", "cpu", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    width, height, _, count = size_rate_count(tmp_path / "out.mp4")
+    assert (width, height, count) == (96, 64, 3)
+
+
 def test_labels_from_the_track_files_text(tmp_path):
     """Red text above each point (nothing else drawn), the right-hand one kept inside the 160x90 canvas."""
     path = np.tile(np.array([[[40.0, 50.0], [155.0, 50.0]]], np.float32), (2, 1, 1))

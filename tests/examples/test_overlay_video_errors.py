@@ -33,7 +33,9 @@ def error_inputs(folder: Path, clip: Path) -> dict:
     (folder / "notes.mp4").write_text("not a video")
     save_tracks_json(Tracks(np.full((3, 1, 2), 20.0, np.float32), np.ones((3, 1), bool)), folder / "short.json")
     (folder / "v2.json").write_text('{"format": "trackoverlay.tracks", "version": 2}', encoding="utf-8")
-    return {"clip": clip, "text": folder / "notes.mp4", "empty": write_empty_video(folder / "empty.avi"),
+    save_tracks_json(Tracks(np.full((1, 1, 2), 20.0, np.float32), np.ones((1, 1), bool), frame_size=(640, 360)),
+                     folder / "hd.json")
+    return {"hd": folder / "hd.json", "clip": clip, "text": folder / "notes.mp4", "empty": write_empty_video(folder / "empty.avi"),
             "cut": truncated_copy(clip, folder / "cut.mp4"), "short": folder / "short.json", "v2": folder / "v2.json",
             "proc": "/proc/out.mp4", "dir": folder}
 
@@ -49,6 +51,8 @@ ERRORS = [
                  id="tracks-version-2"),
     pytest.param(["{clip}", "--tracks", "{short}", "-o", "out.mp4"],
                  r"tracks in .*short\.json have 3 frames but the video has more", id="tracks-shorter-than-video"),
+    pytest.param(["{clip}", "--tracks", "{hd}", "-o", "out.mp4"],
+                 r"tracks in .*hd\.json belong to 640x360 frames but the video is 160x96", id="tracks-of-another-size"),
     pytest.param(["{clip}", "-o", "no/such/dir/out.mp4"], r"no/such/dir does not exist", id="output-folder-missing"),
     pytest.param(["{clip}", "-o", "{proc}"], r"folder /proc is not writable", id="unwritable-output",
                  marks=pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")),

@@ -210,7 +210,7 @@ def _document(**changes):
     (_document(visible=[[1, 2]]), ["'visible'", "0 and 1"]),
     (_document(visible=[[1, None]]), ["'visible'"]),
     (_document(size=[[[1, 1]]]), ["'size'", "shape"]),
-    (_document(size=[[[1, -1], [1, 1]]]), ["track_size", "negative"]),
+    (_document(size=[[[1, -1], [1, 1]]]), ["clip.json['size']", "negative"]),  # named as the file names it
     (json.dumps({"format": "trackoverlay.tracks", "version": 1, "frames": 1, "tracks": 0}), ["'path'"]),
 ])
 def test_malformed_json_documents(text, words):
@@ -235,8 +235,8 @@ def test_track_text_round_trips_and_older_files_have_none():
 
 
 @pytest.mark.parametrize("text, error, words", [
-    ("car", TypeError, ["clip.json: 'text' must be a list of 2 strings"]),  # named as the file names it
-    (["a"], ValueError, ["clip.json: 'text' has 1 entries but there are 2 tracks"]),
+    ("car", TypeError, ["clip.json['text'] must be a list of 2 strings"]),  # named as the file names it
+    (["a"], ValueError, ["clip.json['text'] has 1 entries but there are 2 tracks"]),
     (["a", 3], ValueError, ["[1] must be a string", "got int"]),
     (["a", "x" * 1001], ValueError, ["[1] must be a string of at most 1,000 characters", "got 1,001 characters"]),
 ])
@@ -245,6 +245,28 @@ def test_bad_track_text_is_refused(text, error, words):
         tracks_from_json(_document(text=text), source="clip.json")
     for word in ["clip.json", *words]:
         assert word in str(caught.value)
+
+
+def test_frame_size_round_trips_through_the_file_and_the_comfy_dict():
+    tracks = Tracks(np.zeros((2, 3, 2), np.float32), np.ones((2, 3), bool), frame_size=np.array([1280.0, 720.0]))
+    assert tracks.frame_size == (1280, 720) and all(type(side) is int for side in tracks.frame_size)
+    assert json.loads(tracks_to_json(tracks))["frame_size"] == [1280, 720]
+    assert tracks_from_json(tracks_to_json(tracks)).frame_size == (1280, 720)
+    assert tracks_from_json(_document()).frame_size is None  # files that predate it
+    comfy = tracks.to_comfy()
+    assert comfy["track_frame_size"] == [1280, 720]
+    assert normalize_tracks(comfy).frame_size == (1280, 720)
+    assert normalize_tracks({key: comfy[key] for key in ("track_path", "track_visibility")}).frame_size is None
+
+
+@pytest.mark.parametrize("size", [[0, 10], [10.5, 10], [10, 10, 10], "1280x720", [True, True], [float("nan"), 4],
+                                  [200_000, 10]])
+def test_bad_frame_size_is_refused(size):
+    with pytest.raises(ValueError) as caught:
+        tracks_from_json(_document(frame_size=size), source="clip.json")
+    assert "clip.json['frame_size'] must be [width, height]" in str(caught.value)
+    with pytest.raises(ValueError, match=r"tracks\['track_frame_size'\] must be \[width, height\]"):
+        Tracks(np.zeros((1, 2, 2), np.float32), np.ones((1, 2), bool), frame_size=size)
 
 
 def test_fill_hidden_holds_last_and_first_known_values():

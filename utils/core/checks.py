@@ -65,3 +65,14 @@ def broadcast_length(**counts: int) -> int:
             raise ValueError(f"{longer[0][0]} has {longer[0][1]} frames but {name} has {count}: give equal "
                              "frame counts, or 1 frame to repeat it")
     return longer[0][1] if longer else 1
+
+
+def check_frame_size(found_on, width: int, height: int, what: str, where: str) -> None:
+    """Refuse to draw positions measured on frames of ``found_on`` (width, height; None: unknown) on frames of
+    ``width`` x ``height`` (``where``), where they would land in the wrong places."""
+    if found_on is None or tuple(found_on) == (width, height):
+        return
+    size = "x".join(map(str, found_on))
+    raise ValueError(f"{what} belong to {size} frames but {where} is {width}x{height}, so the points would "
+                     f"land in the wrong places; draw on the frames the tracks were found on (or resize "
+                     f"{where} to {size}), or find the tracks on these frames")

@@ -250,9 +250,14 @@ class Glyphs:
 
 @dataclass(frozen=True)
 class DisplayList:
-    """One frame's layers, composited "over" in order (first layer lowest)."""
+    """One frame's layers, composited "over" in order (first layer lowest).
+
+    ``frame_size`` is (width, height) of the frames its positions belong to
+    (from the tracks or the reference it was built with), or None: any frames.
+    """
 
     layers: tuple = field(default_factory=tuple)
+    frame_size: tuple | None = None
 
     def __post_init__(self):
         layers = tuple(self.layers)
@@ -262,8 +267,9 @@ class DisplayList:
         object.__setattr__(self, "layers", tuple(layer for layer in layers if layer.count))
 
     def __add__(self, other: "DisplayList") -> "DisplayList":
-        """The two lists drawn one after the other (``other`` on top)."""
-        return DisplayList(self.layers + other.layers)
+        """The two lists drawn one after the other (``other`` on top); :func:`merge_sequences` checks that
+        their frame sizes agree."""
+        return DisplayList(self.layers + other.layers, self.frame_size or other.frame_size)
 
     @property
     def primitive_count(self) -> int:
@@ -276,19 +282,27 @@ class DisplayList:
         return sum(value.nbytes for layer in self.layers for value in vars(layer).values() if value is not None)
 
 
-def merge_sequences(*sequences: list) -> list:
+def merge_sequences(*sequences: list, names: tuple | None = None) -> list:
     """Merge per-frame display-list sequences, broadcasting length-1 sequences.
 
-    Later sequences draw on top. Lengths must match or be 1.
+    Later sequences draw on top. Lengths must match or be 1, and so must the frame sizes they were built for;
+    errors call the sequences by ``names`` (default "overlay 1", "overlay 2", ...).
     """
-    sequences = [list(seq) for seq in sequences if seq is not None]
-    if not sequences:
+    named = {name: list(seq) for name, seq in zip(names or (f"overlay {n}" for n in itertools.count(1)), sequences)
+             if seq is not None}
+    if not named:
         return []
-    frames = broadcast_length(**{f"overlay {index + 1}": len(seq) for index, seq in enumerate(sequences)})
+    frames = broadcast_length(**{name: len(seq) for name, seq in named.items()})
+    sized = [(name, seq[0].frame_size) for name, seq in named.items() if seq and seq[0].frame_size]
+    for name, size in sized[1:]:
+        if size != sized[0][1]:
+            raise ValueError(f"{sized[0][0]} was built for {'x'.join(map(str, sized[0][1]))} frames but {name} "
+                             f"for {'x'.join(map(str, size))} frames; merge overlays made from tracks (or a "
+                             "reference) of the same frames")
     merged = []
     for index in range(frames):
         combined = DisplayList()
-        for seq in sequences:
+        for seq in named.values():
             combined = combined + seq[index if len(seq) > 1 else 0]
         merged.append(combined)
     return merged

@@ -13,19 +13,20 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..core.arrays import array_module
-from ..core.checks import broadcast_length
+from ..core.checks import broadcast_length, check_frame_size
 from ..core.threads import ordered_ahead
 from ..draw.display_list import DisplayList
 from .glow import Glow, glows
 from .layer import FRAME_DTYPES, layer_to_rgba
 
 
-def _check_overlays(overlays: list) -> None:
+def _check_overlays(overlays: list, height: int, width: int) -> None:
     if not overlays:
         raise ValueError("no overlay given: connect an overlay with at least one frame")
     for entry in overlays:
         if not isinstance(entry, DisplayList):
             raise TypeError(f"overlay entries must be DisplayList, got {type(entry).__name__}")
+        check_frame_size(entry.frame_size, width, height, "the overlay's points", "the image batch")
 
 
 @dataclass
@@ -79,7 +80,7 @@ def render_batch(frames, overlays: list, renderer, with_layer: bool = False,
         raise ValueError(f"frames dtype must be uint8 or float32, got {frames.dtype}")
     if 0 in frames.shape:
         raise ValueError(f"frames are empty (shape {list(frames.shape)})")
-    _check_overlays(overlays)
+    _check_overlays(overlays, *frames.shape[1:3])
     glows(glow)
     count = broadcast_length(**{"the image batch": len(frames), "the overlay": len(overlays)})
     per_frame = list(overlays) if len(overlays) == count else [overlays[0]] * count
@@ -104,7 +105,7 @@ def render_layers(overlays: list, count: int, height: int, width: int, renderer,
     frames at once (the CPU's ``frames_at_once``) rasterises them so here too: one at a time took 5x Render
     Overlay's time on the same frames (1080p, 100 points, 2 cores).
     """
-    _check_overlays(overlays)
+    _check_overlays(overlays, height, width)
     glows(glow)
     count = broadcast_length(**{"the image batch": count, "the overlay": len(overlays)})
     rgb = np.zeros((count, height, width, 3), np.float32)

@@ -8,8 +8,10 @@ a ``track_mask``: one flag per frame for every track); it broadcasts, as core's
 consumers broadcast it, and so do [T] and [1, N]. This pack adds four
 optional keys: ``track_size`` float32 [T, N, 2] (box width, height in pixels),
 ``track_confidence`` float32 [T, N], ``track_opacity`` float32 [T, N] in
-0..1 (how strongly each point is drawn: births and deaths fade in and out)
-and ``track_text``, a list of N strings (a name per track, e.g. for labels).
+0..1 (how strongly each point is drawn: births and deaths fade in and out),
+``track_text``, a list of N strings (a name per track, e.g. for labels), and
+``track_frame_size``, [width, height] of the frames the positions were
+measured on (so they are never drawn on frames of another size).
 
 :func:`normalize_tracks` turns such a dict (torch tensors or NumPy arrays)
 into an immutable :class:`Tracks`. The track file lives in ``track_file``,
@@ -31,6 +33,7 @@ SIZE_KEY = "track_size"
 CONFIDENCE_KEY = "track_confidence"
 OPACITY_KEY = "track_opacity"
 TEXT_KEY = "track_text"
+FRAME_SIZE_KEY = "track_frame_size"
 MAX_TEXT = 1_000  # characters of one track's text
 _MASK_PRODUCERS = "core GenerateTracks / WanMoveTracksFromCoords with 'track_mask' connected"
 
@@ -120,6 +123,17 @@ def track_texts(value, label: str, count: int) -> tuple:
     return texts
 
 
+def checked_frame_size(value, label: str) -> tuple:
+    """(width, height) from two whole numbers of pixels in 1..``POSITION_LIMIT``."""
+    array = host_array(value, label)
+    whole = array.dtype != bool and (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating))
+    if not whole or array.shape != (2,) or not np.all(np.isfinite(array)) or np.any(array != np.round(array)) \
+            or np.any(array < 1) or np.any(array > POSITION_LIMIT):
+        raise ValueError(f"{label} must be [width, height] of the frames the tracks were found on: two whole "
+                         f"numbers of pixels in 1..{POSITION_LIMIT:,.0f}, got {value!r}")
+    return int(array[0]), int(array[1])
+
+
 @dataclass(frozen=True, eq=False)
 class Tracks:
     """Checked, read-only tracks: ``T`` frames of ``N`` persistent track columns.
@@ -134,8 +148,10 @@ class Tracks:
         opacity: float32 [T, N] in 0..1, how strongly each visible point is drawn
             (fades at births and deaths), or None (all 1).
         text: tuple of N strings, each track's own text ('' for none), or None.
+        frame_size: (width, height) of the frames the positions were measured on, or None (unknown).
 
-    The constructor copies and checks its inputs (``name`` labels error messages);
+    The constructor copies and checks its inputs (``name`` labels error messages,
+    ``keys`` maps a contract key to the name its source gives it);
     a single frame (path [N, 2], visibility [N]) is taken as T = 1; visibility
     [T, 1], [T] and [1, N] broadcast. Values in invisible slots are unspecified,
     except that non-finite ones become NaN.
@@ -147,12 +163,16 @@ class Tracks:
     confidence: np.ndarray | None = None
     opacity: np.ndarray | None = None
     text: tuple | None = None
+    frame_size: tuple | None = None
     name: InitVar[str] = "tracks"
+    keys: InitVar[dict | None] = None
 
-    def __post_init__(self, name: str):
-        path = _numbers(self.path, f"{name}['{PATH_KEY}']", (2,))
-        visibility = _visibility(self.visibility, f"{name}['{VISIBILITY_KEY}']", f"{name}['{PATH_KEY}']",
-                                 *path.shape[:2])
+    def __post_init__(self, name: str, keys: dict | None):
+        def label(key: str) -> str:  # errors name each value as its source spells it
+            return f"{name}['{(keys or {}).get(key, key)}']"
+
+        path = _numbers(self.path, label(PATH_KEY), (2,))
+        visibility = _visibility(self.visibility, label(VISIBILITY_KEY), label(PATH_KEY), *path.shape[:2])
         lost = ~located(path)
         far = int(np.count_nonzero(lost & visibility & np.all(np.isfinite(path), axis=-1)))
         if far:
@@ -166,29 +186,31 @@ class Tracks:
             raw = getattr(self, field)
             if raw is None:
                 continue
-            label = f"{name}['{key}']"
-            array = _numbers(raw, label, tail)
+            named = label(key)
+            array = _numbers(raw, named, tail)
             if array.shape[:2] != path.shape[:2]:
-                raise ValueError(f"{label} has [T, N] = {list(array.shape[:2])} but "
-                                 f"{name}['{PATH_KEY}'] has {list(path.shape[:2])}; they must match")
+                raise ValueError(f"{named} has [T, N] = {list(array.shape[:2])} but "
+                                 f"{label(PATH_KEY)} has {list(path.shape[:2])}; they must match")
             finite = np.isfinite(array)
             if not np.all(finite[visibility]):
-                raise ValueError(f"{label} holds NaN/inf in visible slots; give finite numbers there")
+                raise ValueError(f"{named} holds NaN/inf in visible slots; give finite numbers there")
             array[~finite] = np.nan
             if field == "size" and np.any(array < 0):
-                raise ValueError(f"{label} holds negative sizes; widths and heights must be >= 0 pixels")
+                raise ValueError(f"{named} holds negative sizes; widths and heights must be >= 0 pixels")
             if field == "size" and np.any(array > POSITION_LIMIT):
-                raise ValueError(f"{label} holds sizes above {POSITION_LIMIT:,.0f} pixels; widths and heights "
+                raise ValueError(f"{named} holds sizes above {POSITION_LIMIT:,.0f} pixels; widths and heights "
                                  f"must lie in 0..{POSITION_LIMIT:,.0f}")
             if field == "opacity" and np.any((array < 0) | (array > 1)):
-                raise ValueError(f"{label} holds values outside 0..1; opacities must lie in 0..1")
+                raise ValueError(f"{named} holds values outside 0..1; opacities must lie in 0..1")
             values[field] = array
         for field, array in values.items():
             if array is not None:
                 array.setflags(write=False)
             object.__setattr__(self, field, array)
         if self.text is not None:
-            object.__setattr__(self, "text", track_texts(self.text, f"{name}['{TEXT_KEY}']", path.shape[1]))
+            object.__setattr__(self, "text", track_texts(self.text, label(TEXT_KEY), path.shape[1]))
+        if self.frame_size is not None:
+            object.__setattr__(self, "frame_size", checked_frame_size(self.frame_size, label(FRAME_SIZE_KEY)))
 
     @property
     def frame_count(self) -> int:
@@ -211,6 +233,8 @@ class Tracks:
             result[OPACITY_KEY] = self.opacity.copy()
         if self.text is not None:
             result[TEXT_KEY] = list(self.text)
+        if self.frame_size is not None:
+            result[FRAME_SIZE_KEY] = list(self.frame_size)
         return result
 
 
@@ -230,7 +254,8 @@ def normalize_tracks(tracks, name: str = "tracks") -> Tracks:
         raise ValueError(f"{name} is missing {', '.join(repr(k) for k in missing)}; a TRACKS dict needs "
                          f"'{PATH_KEY}' [T, N, 2] and '{VISIBILITY_KEY}' [T, N]")
     return Tracks(tracks[PATH_KEY], tracks[VISIBILITY_KEY], tracks.get(SIZE_KEY),
-                  tracks.get(CONFIDENCE_KEY), tracks.get(OPACITY_KEY), tracks.get(TEXT_KEY), name=name)
+                  tracks.get(CONFIDENCE_KEY), tracks.get(OPACITY_KEY), tracks.get(TEXT_KEY),
+                  tracks.get(FRAME_SIZE_KEY), name=name)
 
 
 def fill_hidden(values: np.ndarray, visibility: np.ndarray) -> np.ndarray:

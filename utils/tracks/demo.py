@@ -161,7 +161,7 @@ class DemoClip:
     def tracks(self) -> Tracks:
         """The dots' true positions as tracks: one column per dot, visible in every frame."""
         path = np.stack([self.positions(index) for index in range(self.frame_count)])
-        return Tracks(path, np.ones(path.shape[:2], bool), name="demo tracks")
+        return Tracks(path, np.ones(path.shape[:2], bool), frame_size=(self.width, self.height), name="demo tracks")
 
     def audio(self, sample_rate: int = 44_100) -> np.ndarray:
         """Float32 [2, S] stereo sound as long as the clip: a soft 220 Hz hum and an 880 Hz blip each second."""

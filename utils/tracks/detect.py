@@ -671,6 +671,12 @@ class TrackDetector:
         if earlier.small.shape == later.small.shape:
             later.motion_in = motion_between(earlier.small, later.small, earlier.scale)
 
+    @property
+    def frame_size(self) -> tuple | None:
+        """(width, height) of the frames pushed so far (None before the first)."""
+        frame = self._pending or self._previous
+        return None if frame is None else frame.gray.shape[::-1]
+
     def push_prepared(self, frame: PreparedFrame) -> list[TrackFrame]:
         """:meth:`push` of a frame from :meth:`prepare`; frames come in order."""
         if frame.index != self.frame_index:
@@ -998,7 +1004,7 @@ def track_clip(frames, detector: TrackDetector, point_size: float = 16.0, subjec
                 len(used), count, len(detector.cuts),
                 f" at frame(s) {', '.join(map(str, detector.cuts))}" if detector.cuts else "")
     return Tracks(path, visible, np.full(path.shape, point_size, np.float32), opacity=opacity,
-                  name="detected tracks")
+                  frame_size=detector.frame_size, name="detected tracks")
 
 
 def prepare_ahead(detector: TrackDetector, frames: Iterable[tuple], threads: int = PREPARE_THREADS

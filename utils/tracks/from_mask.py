@@ -88,4 +88,4 @@ def tracks_from_mask(masks, threshold: float = 0.5, min_area: int = 4,
                        max_tracks, dropped)
     visible = visible[:, :used]
     return Tracks(fill_hidden(path[:, :used], visible), visible, fill_hidden(size[:, :used], visible),
-                  name="tracks from mask")
+                  frame_size=binary.shape[:0:-1], name="tracks from mask")

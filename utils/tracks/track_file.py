@@ -7,10 +7,22 @@ import os
 
 import numpy as np
 
-from .contract import Tracks, normalize_tracks, track_texts
+from .contract import (
+    CONFIDENCE_KEY,
+    FRAME_SIZE_KEY,
+    OPACITY_KEY,
+    PATH_KEY,
+    SIZE_KEY,
+    TEXT_KEY,
+    VISIBILITY_KEY,
+    Tracks,
+    normalize_tracks,
+)
 
 JSON_FORMAT = "trackoverlay.tracks"
 JSON_VERSION = 1
+_FILE_KEYS = {PATH_KEY: "path", VISIBILITY_KEY: "visible", SIZE_KEY: "size", CONFIDENCE_KEY: "confidence",
+              OPACITY_KEY: "opacity", TEXT_KEY: "text", FRAME_SIZE_KEY: "frame_size"}
 
 
 def _short_floats(values: np.ndarray) -> list:
@@ -34,8 +46,10 @@ def _short_floats(values: np.ndarray) -> list:
 def tracks_to_json(tracks) -> str:
     """Serialise tracks (a :class:`Tracks` or TRACKS dict) in format version 1.
 
-    Optional keys: ``size``, ``confidence``, ``opacity`` (per frame and track) and
-    ``text`` (one string per track; readers that predate it ignore it).
+    Optional keys: ``size``, ``confidence``, ``opacity`` (per frame and track),
+    ``text`` (one string per track) and ``frame_size`` ([width, height] of the
+    frames the positions were measured on); readers that predate the last two
+    ignore them.
     """
     tracks = normalize_tracks(tracks)
     document = {
@@ -54,6 +68,8 @@ def tracks_to_json(tracks) -> str:
         document["opacity"] = _short_floats(tracks.opacity)
     if tracks.text is not None:
         document["text"] = list(tracks.text)
+    if tracks.frame_size is not None:
+        document["frame_size"] = list(tracks.frame_size)
     return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
@@ -123,11 +139,8 @@ def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
     for key, tail in (("size", (2,)), ("confidence", ()), ("opacity", ())):
         if document.get(key) is not None:
             optional[key] = _json_array(document, key, (frames, count) + tail, source)
-    text = document.get("text")
-    if text is not None:
-        text = track_texts(text, f"{source}: 'text'", count)  # named as the file names it
     return Tracks(path, visible, optional.get("size"), optional.get("confidence"), optional.get("opacity"),
-                  text, name=source)
+                  document.get("text"), document.get("frame_size"), name=source, keys=_FILE_KEYS)
 
 
 def save_tracks_json(tracks, path: str | os.PathLike) -> None:

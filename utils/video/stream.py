@@ -45,6 +45,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from ..core.arrays import array_module, to_numpy
+from ..core.checks import check_frame_size
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
 from ..draw.labels import label_overlay
@@ -146,6 +147,9 @@ class PointSource(ABC):
     def finish(self, frames: int, limited: bool) -> None:
         """Called after the last frame; ``frames`` = index of the last frame + 1 (``limited``: a limit stopped it)."""
 
+    def check_frame_size(self, width: int, height: int) -> None:
+        """Refuse, before the render, frames of another size than the points belong to."""
+
     def most_points(self) -> int | None:
         """The most points any frame can have, when known before the render."""
         return None
@@ -244,6 +248,9 @@ class TrackPoints(PointSource):
     def finish(self, frames, limited):
         if frames < self.tracks.frame_count and self.tracks.frame_count > 1 and not limited:
             raise self._mismatch(f"only {frames}")
+
+    def check_frame_size(self, width, height):
+        check_frame_size(self.tracks.frame_size, width, height, self.name, "the video")
 
     def most_points(self):
         return int(self.tracks.visibility.sum(axis=1).max(initial=0))
@@ -746,6 +753,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
                             frames_in_flight(renderer, source.width, source.height) + points.frames_held())
         if spec.glow.enabled:
             budget.check_glow(source.width, source.height)
+        points.check_frame_size(source.width, source.height)
         _preflight(points, spec, budget, range_)
         writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio, encoder)
         try:
