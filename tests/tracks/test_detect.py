@@ -241,6 +241,19 @@ def test_crossing_bright_spots_keep_their_tracks():
         np.testing.assert_allclose(tracks.path[18:, column], truth[18:, dot], atol=0.3)  # after the crossing
 
 
+def test_lamps_on_lit_ground_are_the_bright_spots():
+    """A night street: the lower part is ground lit to 190 (over the sensitivity's level, 153), with three white
+    lamps (radius 4) on it and one in the dark sky. A fixed level took the ground as one heavy spot and put a box
+    on its middle; the level now rises until at most 2 % of the frame passes, so the lamps are the spots."""
+    lamps = np.array([[40.3, 150.2], [120.6, 180.4], [250.2, 200.7], [160.4, 40.5]])
+    clip, truth = dot_clip(frames=6, starts=lamps, velocity=np.zeros((4, 2)))
+    clip[:, 140:] = np.maximum(clip[:, 140:], 190 / 255)
+    assert np.mean(unit_to_uint8(clip[0, ..., 0]) > 153) > 0.3
+    tracks = detect_tracks(clip, method="bright", min_distance=8.0, min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 4 and tracks.visibility.all()
+    np.testing.assert_allclose(tracks.path[0][np.argsort(match_columns(tracks, truth))], lamps, atol=0.3)
+
+
 def test_a_frame_without_texture_gives_no_corners():
     """Grey frames with faint blurred noise (a blank wall through a compressed camera) used to get a hundred
     boxes on the noise, as corners were only held to the frame's own strongest. Held to a reference strength,

@@ -112,6 +112,11 @@ _STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
 CORE_MAX_SIDE = 1280
 """Bright spots' cores (which split spots whose glows touch) are found on a copy of the frame halved until its
 longer side is at most this many pixels: a full-size search took ~4 ms more a 1080p frame, ~40 ms at 4K."""
+BRIGHT_SHARE = 0.02
+"""Method bright: at most this share of a frame counts as bright. On a dark frame the sensitivity's level
+decides; on a lit one (a night street's pavement, a daylight scene) the level rises until only the brightest
+2 % pass, so spots are the lights, not the lit ground (a fixed level took 21 % of a night street, and boxes
+sat on the pavement between the lamps)."""
 _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
 _LOST_REACH_GROWTH = 0.5  # a lost bright-spot track looks this much farther (x its reach) each frame it stays lost
 _LOST_REACH_MOST = 4.0  # ... up to this many times its reach
@@ -309,6 +314,16 @@ def _split_at_cores(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray, label:
     return label, count
 
 
+def _bright_level(gray: np.ndarray, sensitivity: float) -> int:
+    """The level a bright pixel of ``gray`` passes: the sensitivity's (230 strict .. 77 sensitive), raised so
+    that at most ``BRIGHT_SHARE`` of the frame passes (up to 254: then only white does)."""
+    level = round(255.0 * (0.9 - 0.6 * sensitivity))
+    counts = cv2.calcHist([gray], [0], None, [256], [0, 256]).ravel()
+    passing = np.cumsum(counts[::-1])[::-1][1:]  # passing[v]: pixels above v
+    few = np.flatnonzero(passing[level:255] <= BRIGHT_SHARE * gray.size)
+    return level + int(few[0]) if len(few) else 254
+
+
 @dataclass(frozen=True)
 class _Spots:
     """Bright spots of one frame: each spot's weighted centroid and mass."""
@@ -318,7 +333,7 @@ class _Spots:
 
     @classmethod
     def find(cls, gray: np.ndarray, sensitivity: float) -> "_Spots":
-        level = round(255.0 * (0.9 - 0.6 * sensitivity))  # 230 (strict) .. 77 (sensitive)
+        level = _bright_level(gray, sensitivity)
         bright = (gray > level).astype(np.uint8)
         count, labels = cv2.connectedComponents(bright, connectivity=8)
         where = cv2.findNonZero(bright)  # far quicker than NumPy on a sparse frame
