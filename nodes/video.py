@@ -22,7 +22,7 @@ from ..utils.graph.neighbours import GraphParams
 from ..utils.raster.backend import make_renderer
 from ..utils.tracks.contract import normalize_tracks
 from ..utils.tracks.detect import TrackDetector
-from ..utils.video.io import CRF_RANGE, X264_PRESETS
+from ..utils.video.io import CRF_RANGE, X264_PRESETS, flatten_layer
 from ..utils.video.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints, render_video
 from .adapters import UNITS, engine_params, pixels_per_unit, progress_callback
 from .overlays import SCALED_GRAPH, SCALED_LINE, box_style, box_widgets, graph_widgets, line_widgets
@@ -116,6 +116,25 @@ def _progress(total: int):
     return None if bar is None else lambda done: bar(done, max(total, done))
 
 
+class LayerVideo(InputImpl.VideoFromFile):
+    """``layer_only``'s VIDEO: the ProRes 4444 layer with alpha. Save Video cannot store it with its alpha (MP4
+    refuses ProRes; MKV and WebM are re-encoded without alpha, straight colours on black), so saving writes
+    the layer premultiplied over black (H.264) and lets core save that; the .mov with alpha stays where the
+    node wrote it."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.layer_path = path
+
+    def save_to(self, path, *args, **kwargs):
+        LOGGER.warning("Overlay Video: the layer is saved to %s over black, without alpha (Save Video cannot store "
+                       "ProRes 4444 with its alpha); the layer with alpha is %s", path, self.layer_path)
+        with tempfile.TemporaryDirectory(prefix="trackoverlay_") as folder:
+            flat = os.path.join(folder, "layer_over_black.mp4")
+            flatten_layer(self.layer_path, flat)
+            return InputImpl.VideoFromFile(flat).save_to(path, *args, **kwargs)
+
+
 class OverlayVideoNode(io.ComfyNode):
     """Draws the overlay over a whole video, streaming, and returns a new video."""
 
@@ -131,7 +150,8 @@ class OverlayVideoNode(io.ComfyNode):
                         "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
                         "memory does not grow with the video's length. The audio is kept. Connect the output "
                         "to Save Video. With layer_only it saves the overlay alone with alpha (ProRes 4444 .mov) "
-                        "in ComfyUI's output folder for compositing (Save Video cannot store ProRes).",
+                        "in ComfyUI's output folder for compositing; Save Video then stores it over black, without "
+                        "alpha (it cannot store ProRes 4444 with its alpha).",
             is_output_node=True,  # runs without a consumer: the layer_only file is itself the result
             inputs=[
                 io.Video.Input("video", tooltip="The video to draw on (from Load Video, for example)."),
@@ -183,7 +203,7 @@ class OverlayVideoNode(io.ComfyNode):
             finally:
                 renderer.close()
         LOGGER.info("Overlay Video: wrote %d frame(s) to %s", count, output)
-        return io.NodeOutput(InputImpl.VideoFromFile(output))
+        return io.NodeOutput(LayerVideo(output) if layer_only else InputImpl.VideoFromFile(output))
 
 
 NODES = (OverlayVideoNode,)

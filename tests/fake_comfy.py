@@ -357,6 +357,19 @@ class VideoFromFile:
     def get_stream_source(self):
         return self.path
 
+    def save_to(self, path, format="auto", codec="auto", metadata=None):
+        """Core's save with format and codec "auto": the streams are copied into ``path``'s container as they
+        are (so, as in core, ProRes into MP4 fails)."""
+        import av
+
+        with av.open(self.path) as source, av.open(path, "w") as output:
+            streams = {stream: output.add_stream_from_template(stream) for stream in source.streams
+                       if stream.type in ("video", "audio")}
+            for packet in source.demux(*streams):
+                if packet.dts is not None:
+                    packet.stream = streams[packet.stream]
+                    output.mux(packet)
+
 
 class VideoFromComponents:
     def __init__(self, components: VideoComponents):

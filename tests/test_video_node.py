@@ -30,7 +30,12 @@ from trackoverlay.utils.graph.neighbours import GraphParams  # noqa: E402
 from trackoverlay.utils.raster.cpu import CpuRenderer  # noqa: E402
 from trackoverlay.utils.tracks.demo import DemoClip  # noqa: E402
 from trackoverlay.utils.tracks.detect import TrackDetector  # noqa: E402
-from trackoverlay.utils.video.io import VideoWriter, iter_video_frames, probe_video  # noqa: E402
+from trackoverlay.utils.video.io import (  # noqa: E402
+    VideoWriter,
+    iter_video_frames,
+    presentation_times,
+    probe_video,
+)
 from trackoverlay.utils.video.stream import DemoPoints, FrameSource, OverlaySpec, render_video  # noqa: E402
 
 NODE = OverlayVideoNode
@@ -79,6 +84,7 @@ def comfy(tmp_path, monkeypatch):
     temp = tmp_path / "temp"
     paths = types.ModuleType("folder_paths")
     paths.get_temp_directory = lambda: str(temp)
+    paths.get_output_directory = lambda: str(tmp_path / "output")
 
     def get_save_image_path(prefix, output_dir):
         subfolder, name = os.path.split(prefix)
@@ -151,6 +157,29 @@ def test_streams_a_video_into_a_new_video_in_the_temp_folder(comfy, clip_file):
     first_in, first_out = next(iter_video_frames(clip_file)), next(iter_video_frames(result.path))
     assert np.abs(first_out.astype(int) - first_in.astype(int)).max() > 100  # detected dots are boxed
     assert digest(clip_file) == before and open_descriptors(clip_file) == []
+
+
+def test_save_video_stores_the_layer_over_black(comfy, clip_file, tmp_path):
+    """Core Save Video copies a VIDEO's streams into MP4, which refuses the layer's ProRes ("'mp4' format does
+    not support 'prores'"). The layer's VIDEO saves the layer premultiplied over black instead, frame for frame
+    and at the same times; the .mov with alpha is left as it is."""
+    result = run_node(FileVideo(clip_file), layer_only=True)
+    layer = result.layer_path
+    assert files_under(tmp_path / "output") == ["TrackOverlay/layer_00001_.mov"]
+    with pytest.raises(ValueError, match="does not support 'prores'"):
+        VideoFromFile(layer).save_to(str(tmp_path / "copied.mp4"))
+    before = digest(layer)
+    result.save_to(str(tmp_path / "saved.mp4"))
+    import av
+
+    with av.open(layer) as container:
+        rgba = np.stack([frame.to_ndarray(format="rgba") for frame in container.decode(video=0)]).astype(float)
+    over_black = rgba[..., :3] * rgba[..., 3:] / 255
+    saved = np.stack(list(iter_video_frames(tmp_path / "saved.mp4"))).astype(float)
+    assert saved.shape == over_black.shape and over_black.max() > 200  # boxes drawn
+    assert np.abs(saved - over_black).mean() < 1.0 and np.percentile(np.abs(saved - over_black), 99) < 14  # crf 18
+    assert list(presentation_times(tmp_path / "saved.mp4")) == list(presentation_times(layer))
+    assert digest(layer) == before and files_under(tmp_path / "output") == ["TrackOverlay/layer_00001_.mov"]
 
 
 def test_connected_tracks_place_the_boxes_where_they_say(comfy, clip_file):

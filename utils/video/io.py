@@ -876,6 +876,21 @@ class Bt709Converter:
             self._pool = None
 
 
+def flatten_layer(layer, output, crf: int = 18, preset: str = "veryfast") -> int:
+    """Write the overlay layer ``layer`` (a video with alpha, such as ``layer_only``'s ProRes 4444) to ``output``
+    as the layer premultiplied over black, in ``output``'s format, keeping the frame times; returns the frames
+    written. For containers that cannot hold the layer's codec or its alpha (MP4, WebM)."""
+    with av.open(os.fspath(layer)) as container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate or stream.guessed_rate or 30
+        with VideoWriter(output, fps=rate, crf=crf, preset=preset, inputs=(layer,), time_base=stream.time_base) as writer:
+            for frame in container.decode(stream):
+                rgba = frame.to_ndarray(format="rgba").astype(np.uint16)
+                writer.write(((rgba[..., :3] * rgba[..., 3:] + 127) // 255).astype(np.uint8),
+                             None if frame.pts is None else frame.pts * stream.time_base)
+            return writer.frame_count
+
+
 class _GifPalette:
     """A palette per frame (FFmpeg palettegen + paletteuse), so GIF colours stay close to the frames'."""
 
