@@ -63,7 +63,7 @@ from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.tracks.track_file import save_tracks_json
 from trackoverlay.utils.video.audio import AudioCopy
 from trackoverlay.utils.video.formats import choose_format
-from trackoverlay.utils.video.io import VideoWriter, probe_video
+from trackoverlay.utils.video.io import VideoWriter, flatten_layer, probe_video
 from trackoverlay.utils.video.stream import (
     DetectedPoints,
     FrameSource,
@@ -1103,11 +1103,15 @@ def test_video_node_keeps_pcm_and_opus_audio(comfy_temp, tmp_path, name, audio, 
     assert abs(audio_seconds(output) - 16 * FRAME) <= FRAME
 
 
-def test_video_node_layer_only_saves_prores_with_alpha(comfy_temp, clip):
+def test_video_node_layer_only_saves_prores_with_alpha(comfy_temp, clip, tmp_path):
     output = run_video_node(clip, layer_only=True)
     assert output == comfy_temp.parent / "output" / "TrackOverlay" / "layer_00001_.mov"
     assert streams(output)["video"][:2] == ("prores", "yuva444p12le")
     assert frames_in(output) == 8 and streams(output)["audio"][:2] == ("aac", 6)
+    flat = tmp_path / "over_black.mp4"  # what Save Video stores: the layer over black, with its sound
+    assert flatten_layer(output, flat) == 8
+    assert streams(flat)["video"][:2] == ("h264", "yuv420p") and streams(flat)["audio"][:2] == ("aac", 6)
+    assert abs(audio_seconds(flat) - audio_seconds(output)) <= FRAME
 
 
 @pytest.mark.gpu

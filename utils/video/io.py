@@ -15,6 +15,7 @@ import heapq
 import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterator, NamedTuple
@@ -27,6 +28,7 @@ from ..core.arrays import to_numpy
 from ..core.checks import Range
 from ..core.log import LOGGER
 from . import paths
+from .audio import AudioCopy
 from .formats import OutputFormat, choose_format
 from .yuv import (
     PLANAR_FORMATS,
@@ -878,12 +880,13 @@ class Bt709Converter:
 
 def flatten_layer(layer, output, crf: int = 18, preset: str = "veryfast") -> int:
     """Write the overlay layer ``layer`` (a video with alpha, such as ``layer_only``'s ProRes 4444) to ``output``
-    as the layer premultiplied over black, in ``output``'s format, keeping the frame times; returns the frames
-    written. For containers that cannot hold the layer's codec or its alpha (MP4, WebM)."""
-    with av.open(os.fspath(layer)) as container:
+    as the layer premultiplied over black, in ``output``'s format, with its frame times and sound; returns the
+    frames written. For containers that cannot hold the layer's codec or its alpha (MP4, WebM)."""
+    with closing(AudioCopy(layer)) as sound, av.open(os.fspath(layer)) as container:
         stream = container.streams.video[0]
         rate = stream.average_rate or stream.guessed_rate or 30
-        with VideoWriter(output, fps=rate, crf=crf, preset=preset, inputs=(layer,), time_base=stream.time_base) as writer:
+        with VideoWriter(output, fps=rate, crf=crf, preset=preset, inputs=(layer,), time_base=stream.time_base,
+                         audio=sound if sound.present else None) as writer:
             for frame in container.decode(stream):
                 rgba = frame.to_ndarray(format="rgba").astype(np.uint16)
                 writer.write(((rgba[..., :3] * rgba[..., 3:] + 127) // 255).astype(np.uint8),
