@@ -188,6 +188,21 @@ def progress_callback(total: int):
     return lambda done, count: bar.update_absolute(done, count)
 
 
+def interrupt_check():
+    """A check that raises ComfyUI's interrupt when the user has pressed cancel (None outside ComfyUI). Unlike
+    the progress bar's, it may run on any thread and leaves the flag set, so every drawing thread stops."""
+    try:
+        from comfy import model_management
+    except ImportError:
+        return None
+
+    def check() -> None:
+        if model_management.processing_interrupted():
+            raise model_management.InterruptProcessingException()
+
+    return check
+
+
 def _folder_paths():
     """ComfyUI's ``folder_paths`` module, or None outside ComfyUI."""
     try:

@@ -19,7 +19,15 @@ from ..utils.draw.units import DEFAULT_LOOK, UNITS, pixels_per_unit
 from ..utils.raster.backend import make_renderer, select_backend
 from ..utils.raster.batch import render_batch, render_layers
 from ..utils.raster.glow import GLOW_RADIUS_PERCENT, GLOW_STRENGTH, Glow
-from .adapters import connected_outputs, image_array, not_built, overlay_list, progress_callback, to_tensor
+from .adapters import (
+    connected_outputs,
+    image_array,
+    interrupt_check,
+    not_built,
+    overlay_list,
+    progress_callback,
+    to_tensor,
+)
 from .widgets import RENDER_CATEGORY, Overlay, backend_input, float_input
 
 _LAYER_TIP = "The overlay's colour alone (straight, not premultiplied; black where nothing is drawn)."
@@ -46,7 +54,7 @@ def glow_spec(radius_percent: float, strength: float, height: int) -> Glow:
 
 
 def _renderer(backend: str, what: str, count: int, width: int, height: int):
-    renderer, info = make_renderer(backend)
+    renderer, info = make_renderer(backend, stop_check=interrupt_check())
     LOGGER.info("%s: %d frame(s) of %dx%d on %s", what, count, width, height, info.selected)
     return renderer
 

@@ -24,7 +24,7 @@ from ..utils.tracks.contract import normalize_tracks
 from ..utils.tracks.detect import TrackDetector
 from ..utils.video.io import CRF_RANGE, X264_PRESETS, flatten_layer
 from ..utils.video.stream import DetectedPoints, FrameSource, OverlaySpec, TrackPoints, render_video
-from .adapters import UNITS, engine_params, pixels_per_unit, progress_callback
+from .adapters import UNITS, engine_params, interrupt_check, pixels_per_unit, progress_callback
 from .overlays import SCALED_GRAPH, SCALED_LINE, box_style, box_widgets, graph_widgets, line_widgets
 from .tracks import detect_widgets
 from .widgets import VIDEO_CATEGORY, backend_input, boolean, combo, defaults, int_input, tracks_input
@@ -193,7 +193,7 @@ class OverlayVideoNode(io.ComfyNode):
                       else TrackPoints(normalize_tracks(tracks), name="tracks"))
             output = _output_path(folder_paths, layer_only)
             total = min(filter(None, (source.frame_count, max_frames)), default=0)
-            renderer, info = make_renderer(backend)
+            renderer, info = make_renderer(backend, stop_check=interrupt_check())
             LOGGER.info("Overlay Video: %dx%d, about %d frame(s), on %s -> %s", source.width, source.height,
                         total, info.selected, output)
             try:

@@ -354,6 +354,27 @@ def test_render_refuses_frames_of_another_size_than_the_overlays_tracks(node_id)
     assert run(node_id, image=image, overlay=overlay, backend="cpu")[0].shape[1:3] == (96, 128)
 
 
+@pytest.mark.parametrize("node_id", ["Render", "RenderLayer"])
+def test_render_stops_inside_a_frame_when_comfyui_is_interrupted(monkeypatch, node_id):
+    """The renderer checks ComfyUI's interrupt flag as it draws, not only between frames (a frame of very wide
+    lines took minutes): with the flag set, the node raises ComfyUI's interrupt before a frame is done."""
+    class InterruptProcessingException(BaseException):
+        pass
+
+    management = types.ModuleType("comfy.model_management")
+    management.InterruptProcessingException = InterruptProcessingException
+    management.processing_interrupted = lambda: True
+    comfy = types.ModuleType("comfy")
+    comfy.model_management = management
+    monkeypatch.setitem(sys.modules, "comfy", comfy)
+    monkeypatch.setitem(sys.modules, "comfy.model_management", management)
+    (overlay,) = run("LineLinks", tracks=make_tracks([[[10, 10], [70, 50], [40, 20]]]))
+    with pytest.raises(InterruptProcessingException):
+        run(node_id, image=frames(), overlay=overlay, backend="cpu")
+    management.processing_interrupted = lambda: False
+    assert run(node_id, image=frames(), overlay=overlay, backend="cpu")[0].shape[0] == 1
+
+
 def test_tracks_without_a_frame_size_draw_on_any_frames():
     """Core's TRACKS (GenerateTracks, ...) carry no frame size: nothing to check them against."""
     (overlay,) = run("Boxes", tracks=make_tracks([[[20, 15]]]))

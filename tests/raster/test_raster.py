@@ -420,7 +420,7 @@ def test_frames_needing_much_memory_are_drawn_alone(monkeypatch):
             third.add(id(prepared))
         return prepared
 
-    def watched(prepared, rows, height, width):
+    def watched(prepared, rows, height, width, stop_check=None):
         with lock:
             active[id(prepared)] = active.get(id(prepared), 0) + 1
             overlapping.append((id(prepared) in heavy_prepared, len(active)))
@@ -430,7 +430,7 @@ def test_frames_needing_much_memory_are_drawn_alone(monkeypatch):
                 passed.set()
             elif id(prepared) in third:  # holds its thread, so a heavy frame cannot take frame 1's share first
                 passed.wait(timeout=10)
-            return band(prepared, rows, height, width)
+            return band(prepared, rows, height, width, stop_check)
         finally:
             with lock:
                 active[id(prepared)] -= 1
@@ -462,6 +462,47 @@ def test_an_interrupt_while_frames_are_drawn_at_once_stops_them_all():
         cpu.render_frames(frames, overlays, np.zeros_like(frames), progress)
     cpu.close()
     assert drawn == [1, 2, 3]
+    assert not [t for t in threading.enumerate() if t.name.startswith("trackoverlay-raster")]
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("frames_at_once", [1, 3])
+def test_a_stop_check_stops_a_frame_between_chunks(monkeypatch, frames_at_once):
+    """A frame of very wide lines takes minutes (640x360, 100 curved links 1600 px wide: 139 s) and an interrupt
+    used to wait for it. The renderer's stop check runs before each chunk of a few million pixels (a wide curve
+    is one chunk: its pixels keep their nearest segment), on the drawing threads, and its exception ends the
+    run; a check that never raises changes no pixel."""
+    monkeypatch.setattr(cpu_spans, "_PAIRS_PER_FLUSH", 300)  # many chunks in a small frame
+    arc = np.stack([32 + 20 * np.cos(np.linspace(0, 3, 30)), 32 + 20 * np.sin(np.linspace(0, 3, 30))], axis=1)
+    overlays = [DisplayList((polylines([arc + shift + turn for turn in range(12)], width=24.0),))
+                for shift in range(6)]
+    frames = np.stack([textured_frame(64, 64)] * 6)
+    calls = []
+
+    def counting():
+        calls.append(threading.current_thread().name)
+
+    plain = CpuRenderer(workers=4, frames_at_once=frames_at_once)
+    checked = CpuRenderer(workers=4, frames_at_once=frames_at_once, stop_check=counting)
+    expected = plain.render_frames(frames, overlays, np.zeros_like(frames))
+    np.testing.assert_array_equal(checked.render_frames(frames, overlays, np.zeros_like(frames)), expected)
+    assert len(calls) > 10 * len(frames)  # checked many times within each frame
+
+    def stop():  # as ComfyUI's interrupt flag: once set, every thread's next check raises
+        calls.append("stop")
+        if calls.count("stop") >= 3:
+            raise Stop
+
+    stopping = CpuRenderer(workers=4, frames_at_once=frames_at_once, stop_check=stop)
+    drawn = []
+    with pytest.raises(Stop):
+        stopping.render_frames(frames, overlays, np.zeros_like(frames), lambda done, total: drawn.append(done))
+    for renderer in (plain, checked, stopping):
+        renderer.close()
+    assert drawn == []  # stopped inside the first frames
     assert not [t for t in threading.enumerate() if t.name.startswith("trackoverlay-raster")]
 
 

@@ -84,10 +84,11 @@ def _log_cpu_once(reason: str) -> None:
     LOGGER.info("Track Overlay renders on the CPU: %s", reason)
 
 
-def make_renderer(requested: str = "auto"):
+def make_renderer(requested: str = "auto", stop_check=None):
     """``(renderer, info)`` for the resolved backend (``render``/``render_layer`` API).
 
-    A GPU renderer falls back to the CPU, with one warning, if the GPU fails mid-run.
+    A GPU renderer falls back to the CPU, with one warning, if the GPU fails mid-run. The CPU renderer calls
+    ``stop_check`` as it draws (see :class:`~.cpu.CpuRenderer`).
     """
     from .cpu import CpuRenderer
 
@@ -96,5 +97,5 @@ def make_renderer(requested: str = "auto"):
         from .fallback import FallbackRenderer
         from .gpu import GpuRenderer
 
-        return FallbackRenderer(GpuRenderer(), CpuRenderer), info
-    return CpuRenderer(), info
+        return FallbackRenderer(GpuRenderer(), lambda: CpuRenderer(stop_check=stop_check)), info
+    return CpuRenderer(stop_check=stop_check), info

@@ -47,12 +47,15 @@ class CpuRenderer(Renderer):
         workers: threads to use (default: the CPU count, at most 8).
         frames_at_once: frames a batch or a video draws at once (default :data:`FRAMES_AT_ONCE`, at most
             ``workers``); 1 draws a frame at a time, in bands.
+        stop_check: called every few million pixels drawn, on the drawing threads; it raises to stop the
+            run (e.g. ComfyUI's interrupt), which a frame of very wide lines would otherwise hold for minutes.
     """
 
     name = "cpu"
 
-    def __init__(self, workers: int | None = None, frames_at_once: int | None = None):
+    def __init__(self, workers: int | None = None, frames_at_once: int | None = None, stop_check=None):
         super().__init__(workers)
+        self.stop_check = stop_check
         self.frames_at_once = max(1, min(frames_at_once or FRAMES_AT_ONCE, self.pool.workers))
         self._gate = None  # set on :meth:`one_band`'s twins, which share it
 
@@ -80,7 +83,7 @@ class CpuRenderer(Renderer):
             return SparseLayer.empty(height, width)
         prepared = prepare(display_list)
         with self._bands(display_list, height) as bands:
-            parts = self.pool.map(lambda rows: rasterize_band(prepared, rows, height, width), bands)
+            parts = self.pool.map(lambda rows: rasterize_band(prepared, rows, height, width, self.stop_check), bands)
             return glow_layer(SparseLayer(height, width, np.concatenate([p.pixels for p in parts]),
                                           np.concatenate([p.color for p in parts], axis=1),
                                           np.concatenate([p.alpha for p in parts])), glow)
@@ -97,7 +100,7 @@ class CpuRenderer(Renderer):
 
         def render_band(rows: range) -> None:
             out[rows.start:rows.stop] = frame[rows.start:rows.stop]
-            blend_pixels(out, rasterize_band(prepared, rows, height, width))
+            blend_pixels(out, rasterize_band(prepared, rows, height, width, self.stop_check))
 
         with self._bands(display_list, height) as bands:
             self.pool.map(render_band, bands)

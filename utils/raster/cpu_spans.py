@@ -447,7 +447,7 @@ def prepare(display_list: DisplayList) -> list:
     return [_line_layer(layer) if isinstance(layer, Polylines) else layer for layer in display_list.layers]
 
 
-def _band_pairs(prepared: list, rows: range, width: int):
+def _band_pairs(prepared: list, rows: range, width: int, stop_check=None):
     """(pixel, colour, alpha) contributions inside ``rows``, in drawing order."""
     for layer in prepared:
         if isinstance(layer, _LineLayer):
@@ -464,18 +464,22 @@ def _band_pairs(prepared: list, rows: range, width: int):
             groups = None
             evaluate = lambda *span: _box_pairs(layer, *span, width)
         for lo, hi in _chunks(spans[3], _PAIRS_PER_FLUSH, groups):
+            if stop_check is not None:
+                stop_check()
             yield evaluate(*(part[lo:hi] for part in spans))
 
 
-def rasterize_band(prepared: list, rows: range, height: int, width: int) -> SparseLayer:
+def rasterize_band(prepared: list, rows: range, height: int, width: int, stop_check=None) -> SparseLayer:
     """The layer's pixels inside ``rows``, composited in drawing order.
 
     Work is flushed every few million (pixel, primitive) pairs, so memory
-    stays bounded even for primitives larger than the frame.
+    stays bounded even for primitives larger than the frame. ``stop_check()``,
+    when given, is called before each such chunk and may raise to stop (a frame
+    of very wide lines takes seconds to minutes).
     """
     layer = SparseLayer.empty(height, width)
     pending, pending_size = [], 0
-    for pairs in _band_pairs(prepared, rows, width):
+    for pairs in _band_pairs(prepared, rows, width, stop_check):
         pending.append(pairs)
         pending_size += len(pairs.pixels)
         if pending_size >= _PAIRS_PER_FLUSH:
