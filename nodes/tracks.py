@@ -52,8 +52,8 @@ def detect_widgets() -> list:
         float_input("sensitivity", _DETECT["sensitivity"], limits["sensitivity"],
                     "0..1: higher finds weaker corners, smaller blobs, dimmer spots.", step=0.05),
         combo("method", METHODS, _DETECT["method"],
-              "corners: Shi-Tomasi corners; blobs: light or dark blobs; bright: bright spots (lights: at most the "
-              "brightest 2% of a frame); motion: corners on "
+              "corners: Shi-Tomasi corners; blobs: light or dark blobs; bright: bright spots, brightest first "
+              "(the lights in a lit area, not the area); motion: corners on "
               "what moves (camera pans and shake taken out); static points are let go."),
         int_input("redetect_interval", _DETECT["redetect_interval"], limits["redetect_interval"],
                   "Look for new points at least every this many frames (1 = every frame); also whenever fewer "

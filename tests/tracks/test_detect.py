@@ -243,8 +243,8 @@ def test_crossing_bright_spots_keep_their_tracks():
 
 def test_lamps_on_lit_ground_are_the_bright_spots():
     """A night street: the lower part is ground lit to 190 (over the sensitivity's level, 153), with three white
-    lamps (radius 4) on it and one in the dark sky. A fixed level took the ground as one heavy spot and put a box
-    on its middle; the level now rises until at most 2 % of the frame passes, so the lamps are the spots."""
+    lamps (radius 4) on it and one in the dark sky. The ground used to be one heavy spot with a box on its
+    middle; as a lit area (over 1 % of the frame) it is replaced by the lights standing out in it."""
     lamps = np.array([[40.3, 150.2], [120.6, 180.4], [250.2, 200.7], [160.4, 40.5]])
     clip, truth = dot_clip(frames=6, starts=lamps, velocity=np.zeros((4, 2)))
     clip[:, 140:] = np.maximum(clip[:, 140:], 190 / 255)
@@ -252,6 +252,46 @@ def test_lamps_on_lit_ground_are_the_bright_spots():
     tracks = detect_tracks(clip, method="bright", min_distance=8.0, min_track_length=1, fade_frames=0)
     assert tracks.track_count == 4 and tracks.visibility.all()
     np.testing.assert_allclose(tracks.path[0][np.argsort(match_columns(tracks, truth))], lamps, atol=0.3)
+
+
+def test_new_points_go_to_the_brightest_spots_first():
+    """Three small white lamps and five larger patches of lit ground at 170, each heavier than a lamp: with
+    room for three points, the lamps get them (heaviest first put them on the ground)."""
+    lamps = np.array([[40.3, 40.2], [160.6, 40.4], [280.2, 40.7]])
+    clip, _ = dot_clip(frames=6, starts=lamps, velocity=np.zeros((3, 2)))
+    for x in (20, 80, 140, 200, 260):
+        clip[:, 150:180, x:x + 30] = 170 / 255
+    tracks = detect_tracks(clip, method="bright", max_points=3, min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 3
+    np.testing.assert_allclose(np.sort(tracks.path[0, :, 0]), lamps[:, 0], atol=0.3)
+
+
+@pytest.mark.parametrize("low, high", [(176, 184), (245, 255)])
+def test_a_lit_area_without_lights_stays_one_spot(low, high):
+    """A flat bright area with compression-like noise (a white wall, a title card) holds no light: no speck of
+    its noise becomes a spot (a rule that kept the brightest 2 % of the frame made 100 tracks of them)."""
+    rng = np.random.default_rng(0)
+    clip = np.zeros((6, 240, 320, 3), np.float32)
+    clip[:, 100:] = rng.integers(low, high + 1, (6, 140, 320, 1)) / 255
+    tracks = detect_tracks(clip, method="bright", min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 1
+    np.testing.assert_allclose(tracks.path[0, 0], [160, 170], atol=2)
+
+
+def test_large_lights_that_are_not_white_are_spots():
+    """Eight flat discs at grey 200, each over 1 % of the frame, stand out from a dark frame: they are lit
+    areas without lights in them, so each stays one spot, at its centre."""
+    centres = np.array([[40.5, 60.5], [120.5, 60.5], [200.5, 60.5], [280.5, 60.5],
+                        [40.5, 180.5], [120.5, 180.5], [200.5, 180.5], [280.5, 180.5]])
+    rows, cols = np.indices((240, 320)) + 0.5
+    image = np.zeros((240, 320), np.float32)
+    for x, y in centres:
+        image[np.hypot(cols - x, rows - y) <= 18] = 200 / 255
+    assert np.mean(image > 0) > 0.1
+    clip = np.repeat(np.repeat(image[None, ..., None], 3, axis=-1), 6, axis=0)
+    tracks = detect_tracks(clip, method="bright", min_distance=8.0, min_track_length=1, fade_frames=0)
+    assert tracks.track_count == 8
+    np.testing.assert_allclose(tracks.path[0][np.argsort(match_columns(tracks, centres[None]))], centres, atol=0.1)
 
 
 def test_a_frame_without_texture_gives_no_corners():

@@ -149,6 +149,17 @@ def test_fast_grey_pan_with_flicker_is_not_a_cut():
     assert not any(cuts.is_cut(frame) for frame in clip.frames)
 
 
+def test_a_still_repeating_picture_is_not_a_cut():
+    """Four discs in a row, one every quarter of the frame: phase correlation finds the picture as well moved
+    by half the frame, which counted as "nothing left to compare", a cut on every frame of a still shot."""
+    rows, cols = np.indices((120, 160)) + 0.5
+    frame = np.zeros((120, 160, 3), np.uint8)
+    for x in (20.5, 60.5, 100.5, 140.5):
+        frame[np.hypot(cols - x, rows - 30.5) <= 9] = 200
+    cuts = CutDetector()
+    assert not any(cuts.is_cut(frame.copy()) for _ in range(5))
+
+
 def test_cut_detection_can_be_turned_off(panning_cut):
     detector = TrackDetector(cut_threshold=0.0, **PARAMS)
     track_clip(panning_cut.frames, detector)

@@ -71,22 +71,29 @@ def colour_histogram(small: np.ndarray) -> np.ndarray:
     return histogram / max(float(histogram.sum()), 1.0)
 
 
+def _correlation_distance(before: np.ndarray, after: np.ndarray) -> float:
+    """(1 - correlation) / 2 of two grey images of one shape."""
+    before, after = before - before.mean(), after - after.mean()
+    spread = max(float(np.sqrt((before * before).mean() * (after * after).mean())), 1e-6)
+    return (1.0 - float((before * after).mean()) / spread) / 2.0
+
+
 def structure_distance(previous: np.ndarray, current: np.ndarray) -> float | None:
     """(1 - correlation) / 2 of two reduced float32 grey images once ``current`` is shifted back by
-    their global shift: 0 for the same picture moved, about 0.5 for unrelated pictures; None when
-    either is flat (black, a fade) and has no structure to compare."""
+    their global shift (or not shifted, where that matches better: a periodic picture gives phase
+    correlation several peaks): 0 for the same picture moved, about 0.5 for unrelated pictures; None
+    when either is flat (black, a fade) and has no structure to compare."""
     if min(float(previous.std()), float(current.std())) < _FLAT:
         return None
+    unshifted = _correlation_distance(previous, current)
     height, width = previous.shape
     (dx, dy), _ = cv2.phaseCorrelate(previous, current)
     x, y = int(round(dx)), int(round(dy))
     if abs(x) >= width // 2 or abs(y) >= height // 2:
-        return 0.5  # moved by half the frame or more: nothing left to compare
+        return min(unshifted, 0.5)  # moved by half the frame or more: nothing left to compare
     before = previous[max(0, -y):height - max(0, y), max(0, -x):width - max(0, x)]
     after = current[max(0, y):height - max(0, -y), max(0, x):width - max(0, -x)]
-    before, after = before - before.mean(), after - after.mean()
-    spread = max(float(np.sqrt((before * before).mean() * (after * after).mean())), 1e-6)
-    return (1.0 - float((before * after).mean()) / spread) / 2.0
+    return min(unshifted, _correlation_distance(before, after))
 
 
 class _Jumps:

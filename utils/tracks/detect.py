@@ -112,11 +112,14 @@ _STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
 CORE_MAX_SIDE = 1280
 """Bright spots' cores (which split spots whose glows touch) are found on a copy of the frame halved until its
 longer side is at most this many pixels: a full-size search took ~4 ms more a 1080p frame, ~40 ms at 4K."""
-BRIGHT_SHARE = 0.02
-"""Method bright: at most this share of a frame counts as bright. On a dark frame the sensitivity's level
-decides; on a lit one (a night street's pavement, a daylight scene) the level rises until only the brightest
-2 % pass, so spots are the lights, not the lit ground (a fixed level took 21 % of a night street, and boxes
-sat on the pavement between the lamps)."""
+LIT_AREA_SHARE = 0.01
+"""Method bright: a bright region over this share of the frame is a lit area, not a spot (a night street's
+pavement made regions of 3-5 % whose centroids, and boxes, fell on the road between the lamps). A lit area is
+replaced by the lights in it (:func:`_lights_in`); one without lights stays one spot."""
+LIGHT_STEP = 16
+"""Grey levels: a light in a lit area is a region that is no larger than a spot at some level of the area
+(its level + k x this) and rises at least this much above that level, well above compression noise on a flat
+bright area (a few levels), which must not become spots."""
 _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
 _LOST_REACH_GROWTH = 0.5  # a lost bright-spot track looks this much farther (x its reach) each frame it stays lost
 _LOST_REACH_MOST = 4.0  # ... up to this many times its reach
@@ -314,41 +317,77 @@ def _split_at_cores(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray, label:
     return label, count
 
 
-def _bright_level(gray: np.ndarray, sensitivity: float) -> int:
-    """The level a bright pixel of ``gray`` passes: the sensitivity's (230 strict .. 77 sensitive), raised so
-    that at most ``BRIGHT_SHARE`` of the frame passes (up to 254: then only white does)."""
-    level = round(255.0 * (0.9 - 0.6 * sensitivity))
-    counts = cv2.calcHist([gray], [0], None, [256], [0, 256]).ravel()
-    passing = np.cumsum(counts[::-1])[::-1][1:]  # passing[v]: pixels above v
-    few = np.flatnonzero(passing[level:255] <= BRIGHT_SHARE * gray.size)
-    return level + int(few[0]) if len(few) else 254
+def _lights_in(gray: np.ndarray, area: np.ndarray, level: int, most: float) -> list:
+    """The lights in a lit ``area`` (a bool mask over ``gray``, above ``level``): regions no larger than ``most``
+    pixels over level + k x ``LIGHT_STEP`` that rise more than ``LIGHT_STEP`` above it, found in the parts still
+    too large, level by level. Returns (top, left, mask) per light, the mask over its bounding box."""
+    level += LIGHT_STEP
+    if level >= 255:
+        return []
+    count, labels, stats, _ = cv2.connectedComponentsWithStats((area & (gray > level)).astype(np.uint8),
+                                                               connectivity=8)
+    rising = np.zeros(count, bool)
+    rising[labels[gray > level + LIGHT_STEP]] = True
+    size = stats[:, cv2.CC_STAT_AREA]
+    wanted = (size > most) | rising
+    wanted[0] = False  # the background
+    lights = []
+    for index in np.flatnonzero(wanted):
+        left, top, width, height = stats[index, :4]
+        window = np.s_[top:top + height, left:left + width]
+        inside = labels[window] == index
+        if size[index] <= most:
+            lights.append((top, left, inside))
+        else:
+            lights += [(top + y, left + x, mask) for y, x, mask in _lights_in(gray[window], inside, level, most)]
+    return lights
+
+
+def _spot_labels(gray: np.ndarray, level: int) -> tuple[int, np.ndarray]:
+    """(count, labels) of the bright regions of ``gray`` over ``level``, each lit area (a region over
+    ``LIT_AREA_SHARE`` of the frame) replaced by the lights in it when it holds any."""
+    count, labels, stats, _ = cv2.connectedComponentsWithStats((gray > level).astype(np.uint8), connectivity=8)
+    most = LIT_AREA_SHARE * gray.size
+    for region in np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] > most) + 1:
+        left, top, width, height = stats[region, :4]
+        window = np.s_[top:top + height, left:left + width]
+        lights = _lights_in(gray[window], labels[window] == region, level, most)
+        if lights:  # the first light takes the area's label, the others new ones
+            labels[window][labels[window] == region] = 0
+            for number, (y, x, mask) in zip([region, *range(count, count + len(lights) - 1)], lights):
+                labels[window][y:y + mask.shape[0], x:x + mask.shape[1]][mask] = number
+            count += len(lights) - 1
+    return count, labels
 
 
 @dataclass(frozen=True)
 class _Spots:
-    """Bright spots of one frame: each spot's weighted centroid and mass."""
+    """Bright spots of one frame: each spot's weighted centroid, mass and brightest pixel."""
 
     centroids: np.ndarray  # float32 [count, 2], row 0 (background) unused
     mass: np.ndarray
+    peak: np.ndarray  # uint8
 
     @classmethod
     def find(cls, gray: np.ndarray, sensitivity: float) -> "_Spots":
-        level = _bright_level(gray, sensitivity)
-        bright = (gray > level).astype(np.uint8)
-        count, labels = cv2.connectedComponents(bright, connectivity=8)
-        where = cv2.findNonZero(bright)  # far quicker than NumPy on a sparse frame
+        level = round(255.0 * (0.9 - 0.6 * sensitivity))  # 230 (strict) .. 77 (sensitive)
+        count, labels = _spot_labels(gray, level)
+        where = cv2.findNonZero((labels > 0).astype(np.uint8))  # far quicker than NumPy on a sparse frame
         cols, rows = (np.zeros(0, np.int64),) * 2 if where is None else where.reshape(-1, 2).T
         label, count = _split_at_cores(gray, rows, cols, labels[rows, cols], count, core_level=(level + 255) / 2)
-        weight = gray[rows, cols].astype(np.float64)
+        values = gray[rows, cols]
+        weight = values.astype(np.float64)
         mass = np.bincount(label, weight, count)
+        peak = np.zeros(count, np.uint8)
+        np.maximum.at(peak, label, values)
         with np.errstate(invalid="ignore", divide="ignore"):
             centroids = np.stack([np.bincount(label, weight * cols, count) / mass,
                                   np.bincount(label, weight * rows, count) / mass], axis=1)
-        return cls(np.nan_to_num(centroids).astype(np.float32), mass)
+        return cls(np.nan_to_num(centroids).astype(np.float32), mass, peak)
 
     def candidates(self, region) -> np.ndarray:
-        """Spot centroids, heaviest first."""
-        order = 1 + np.argsort(-self.mass[1:], kind="stable")
+        """Spot centroids, brightest first (the lights before lit ground), then heaviest first."""
+        order = 1 + np.lexsort((-self.mass[1:], -self.peak[1:].astype(np.int16)))
         points = self.centroids[order]
         return points[_in_region(points, region)]
 
