@@ -301,19 +301,32 @@ def _split_at_cores(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray, label:
     spot_of_core[core[label != spot_of_core[core]]] = 0  # a core seen in two spots counts for none
     spot_of_core[0] = 0
     shared = np.flatnonzero(np.bincount(spot_of_core, minlength=count)[1:] > 1) + 1
+    if not len(shared):
+        return label, count
+    # the pixels and the cores of each shared spot, grouped once (a night street has hundreds of such spots)
+    is_shared = np.zeros(count, bool)
+    is_shared[shared] = True
+    chosen = np.flatnonzero(is_shared[label])
+    chosen = chosen[np.argsort(label[chosen], kind="stable")]
+    spot_pixels = np.split(chosen, np.searchsorted(label[chosen], shared[1:]))
+    cores = np.flatnonzero(is_shared[spot_of_core])
+    cores = cores[np.argsort(spot_of_core[cores], kind="stable")]
+    spot_cores = np.split(cores, np.searchsorted(spot_of_core[cores], shared[1:]))
+    is_core, part_of = np.zeros(core_count, bool), np.zeros(core_count, np.int64)
     label = label.copy()
-    for spot in shared:
-        pixels = np.flatnonzero(label == spot)
+    for spot, pixels, own in zip(shared, spot_pixels, spot_cores):
         top, left = core_rows[pixels].min(), core_cols[pixels].min()
         window = np.s_[top:core_rows[pixels].max() + 1, left:core_cols[pixels].max() + 1]
-        core_mask = np.isin(core_labels[window], np.flatnonzero(spot_of_core == spot))
+        is_core[own] = True
+        core_mask = is_core[core_labels[window]]
+        is_core[own] = False
         # each pixel's nearest core pixel (labels number the core pixels in row-major order), then its core
         _, nearest = cv2.distanceTransformWithLabels((~core_mask).astype(np.uint8), cv2.DIST_L2, 5,
                                                      labelType=cv2.DIST_LABEL_PIXEL)
         nearest = core_labels[window][core_mask][nearest[core_rows[pixels] - top, core_cols[pixels] - left] - 1]
-        parts, part = np.unique(nearest, return_inverse=True)
-        label[pixels] = np.concatenate([[spot], np.arange(count, count + len(parts) - 1)])[part]
-        count += len(parts) - 1
+        part_of[own] = np.arange(len(own))  # own cores ascending: the first keeps the spot's label
+        label[pixels] = np.concatenate([[spot], np.arange(count, count + len(own) - 1)])[part_of[nearest]]
+        count += len(own) - 1
     return label, count
 
 
