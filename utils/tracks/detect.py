@@ -117,9 +117,12 @@ LIT_AREA_SHARE = 0.01
 pavement made regions of 3-5 % whose centroids, and boxes, fell on the road between the lamps). A lit area is
 replaced by the lights in it (:func:`_lights_in`); one without lights stays one spot."""
 LIGHT_STEP = 16
-"""Grey levels: a light in a lit area is a region that is no larger than a spot at some level of the area
-(its level + k x this) and rises at least this much above that level, well above compression noise on a flat
-bright area (a few levels), which must not become spots."""
+"""Grey levels: the steps in which the level rises through a lit area to find the parts of it that are no
+larger than a spot."""
+LIGHT_RISE = 48
+"""Grey levels: such a part is a light when its brightest pixel passes the lit area's mean by this much: a lamp
+(255) on a lit street (~190) does; the grain of a bright wall or sky does not (a rise counted from the level
+where a part split off let grain of 6 levels' deviation make dozens of spots)."""
 _SPOT_REACH = 6.0  # pixels: least distance a bright-spot track looks for its spot (or min_distance / 2)
 _LOST_REACH_GROWTH = 0.5  # a lost bright-spot track looks this much farther (x its reach) each frame it stays lost
 _LOST_REACH_MOST = 4.0  # ... up to this many times its reach
@@ -289,7 +292,8 @@ def _split_at_cores(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray, label:
                     core_level: float) -> tuple[np.ndarray, int]:
     """Spot labels of the bright pixels (``rows``, ``cols``, ``label``; ``count`` labels) with every spot
     that holds two or more cores (:func:`_cores`) split between them, each pixel going to its nearest
-    core: two spots whose glows touch stay two. Returns (label, count); spots of one core keep their label."""
+    core: two spots whose glows touch stay two. Returns (label, count); spots of one core keep their label,
+    and so do lit areas kept whole (:func:`_spot_labels`: a flat bright area's grain would make it many)."""
     core_count, core_labels, factor = _cores(gray, core_level)
     if core_count <= 2:
         return label, count
@@ -300,6 +304,8 @@ def _split_at_cores(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray, label:
     spot_of_core[core] = label
     spot_of_core[core[label != spot_of_core[core]]] = 0  # a core seen in two spots counts for none
     spot_of_core[0] = 0
+    whole = np.bincount(label, minlength=count) > LIT_AREA_SHARE * gray.size
+    spot_of_core[whole[spot_of_core]] = 0
     shared = np.flatnonzero(np.bincount(spot_of_core, minlength=count)[1:] > 1) + 1
     if not len(shared):
         return label, count
@@ -330,17 +336,17 @@ def _split_at_cores(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray, label:
     return label, count
 
 
-def _lights_in(gray: np.ndarray, area: np.ndarray, level: int, most: float) -> list:
-    """The lights in a lit ``area`` (a bool mask over ``gray``, above ``level``): regions no larger than ``most``
-    pixels over level + k x ``LIGHT_STEP`` that rise more than ``LIGHT_STEP`` above it, found in the parts still
-    too large, level by level. Returns (top, left, mask) per light, the mask over its bounding box."""
+def _lights_in(gray: np.ndarray, area: np.ndarray, level: int, most: float, bright: float) -> list:
+    """The lights in a lit ``area`` (a bool mask over ``gray``, above ``level``): the parts no larger than
+    ``most`` pixels over level + k x ``LIGHT_STEP`` whose brightest pixel passes ``bright``, found in the parts
+    still too large, level by level. Returns (top, left, mask) per light, the mask over its bounding box."""
     level += LIGHT_STEP
     if level >= 255:
         return []
     count, labels, stats, _ = cv2.connectedComponentsWithStats((area & (gray > level)).astype(np.uint8),
                                                                connectivity=8)
     rising = np.zeros(count, bool)
-    rising[labels[gray > level + LIGHT_STEP]] = True
+    rising[labels[gray > bright]] = True
     size = stats[:, cv2.CC_STAT_AREA]
     wanted = (size > most) | rising
     wanted[0] = False  # the background
@@ -352,21 +358,27 @@ def _lights_in(gray: np.ndarray, area: np.ndarray, level: int, most: float) -> l
         if size[index] <= most:
             lights.append((top, left, inside))
         else:
-            lights += [(top + y, left + x, mask) for y, x, mask in _lights_in(gray[window], inside, level, most)]
+            lights += [(top + y, left + x, mask)
+                       for y, x, mask in _lights_in(gray[window], inside, level, most, bright)]
     return lights
 
 
 def _spot_labels(gray: np.ndarray, level: int) -> tuple[int, np.ndarray]:
     """(count, labels) of the bright regions of ``gray`` over ``level``, each lit area (a region over
     ``LIT_AREA_SHARE`` of the frame) replaced by the lights in it when it holds any."""
-    count, labels, stats, _ = cv2.connectedComponentsWithStats((gray > level).astype(np.uint8), connectivity=8)
+    bright = (gray > level).astype(np.uint8)
     most = LIT_AREA_SHARE * gray.size
+    if cv2.countNonZero(bright) <= most:  # no room for a lit area: labels without statistics are faster
+        return cv2.connectedComponents(bright, connectivity=8)
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(bright, connectivity=8)
     for region in np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] > most) + 1:
         left, top, width, height = stats[region, :4]
         window = np.s_[top:top + height, left:left + width]
-        lights = _lights_in(gray[window], labels[window] == region, level, most)
+        area = labels[window] == region
+        lights = _lights_in(gray[window], area, level, most,
+                            cv2.mean(gray[window], area.astype(np.uint8))[0] + LIGHT_RISE)
         if lights:  # the first light takes the area's label, the others new ones
-            labels[window][labels[window] == region] = 0
+            labels[window][area] = 0
             for number, (y, x, mask) in zip([region, *range(count, count + len(lights) - 1)], lights):
                 labels[window][y:y + mask.shape[0], x:x + mask.shape[1]][mask] = number
             count += len(lights) - 1
