@@ -256,7 +256,8 @@ def test_lamps_on_lit_ground_are_the_bright_spots():
 
 def test_new_points_go_to_the_brightest_spots_first():
     """Three small white lamps and five larger patches of lit ground at 170, each heavier than a lamp: with
-    room for three points, the lamps get them (heaviest first put them on the ground)."""
+    room for three points, the lamps get them (heaviest first put them on the ground). Among spots about as
+    bright, the heaviest goes first."""
     lamps = np.array([[40.3, 40.2], [160.6, 40.4], [280.2, 40.7]])
     clip, _ = dot_clip(frames=6, starts=lamps, velocity=np.zeros((3, 2)))
     for x in (20, 80, 140, 200, 260):
@@ -264,6 +265,12 @@ def test_new_points_go_to_the_brightest_spots_first():
     tracks = detect_tracks(clip, method="bright", max_points=3, min_track_length=1, fade_frames=0)
     assert tracks.track_count == 3
     np.testing.assert_allclose(np.sort(tracks.path[0, :, 0]), lamps[:, 0], atol=0.3)
+    # about as bright (250 against 255), a large lamp goes before a small one
+    large, _ = dot_clip(frames=6, starts=np.array([[200.4, 120.3]]), velocity=np.zeros((1, 2)), radius=12.0)
+    small, _ = dot_clip(frames=6, starts=lamps[:1], velocity=np.zeros((1, 2)))
+    tracks = detect_tracks(np.maximum(large * 250 / 255, small), method="bright", max_points=1, min_track_length=1,
+                           fade_frames=0)
+    np.testing.assert_allclose(tracks.path[0, 0], [200.4, 120.3], atol=0.3)
 
 
 @pytest.mark.parametrize("mean, deviation", [(180, 2), (170, 8), (200, 6), (230, 8), (250, 4)])

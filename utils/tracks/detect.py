@@ -411,8 +411,9 @@ class _Spots:
         return cls(np.nan_to_num(centroids).astype(np.float32), mass, peak)
 
     def candidates(self, region) -> np.ndarray:
-        """Spot centroids, brightest first (the lights before lit ground), then heaviest first."""
-        order = 1 + np.lexsort((-self.mass[1:], -self.peak[1:].astype(np.int16)))
+        """Spot centroids, the brightest first (by their brightest pixel, in steps of ``LIGHT_STEP`` levels:
+        the lights before lit ground), and within a step the heaviest first (a large lamp before a speck)."""
+        order = 1 + np.lexsort((-self.mass[1:], -(self.peak[1:] // LIGHT_STEP)))
         points = self.centroids[order]
         return points[_in_region(points, region)]
 
