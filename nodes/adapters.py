@@ -14,7 +14,7 @@ import numpy as np
 from ..utils.core.checks import check_frame_size
 from ..utils.draw.display_list import DisplayList
 from ..utils.draw.units import UNITS, pixels_per_unit
-from ..utils.tracks.contract import POSITION_LIMIT, Tracks
+from ..utils.tracks.contract import POSITION_LIMIT, Tracks, normalize_tracks
 
 
 def _host_float32(value, name: str, kind: str) -> np.ndarray:
@@ -102,6 +102,14 @@ def overlay_frame_size(tracks: Tracks, reference, name: str = "reference") -> tu
     height, width = image_array(reference, name).shape[1:3]
     check_frame_size(tracks.frame_size, width, height, "the tracks", f"'{name}'")
     return width, height
+
+
+def overlay_inputs(tracks, units: str, reference) -> tuple:
+    """What an overlay node draws from: the checked tracks, the frame size the overlay is for
+    (:func:`overlay_frame_size`) and the pixels per ``units`` on those frames."""
+    tracks = normalize_tracks(tracks)
+    frame_size = overlay_frame_size(tracks, reference)
+    return tracks, frame_size, unit_scale(units, frame_size)
 
 
 def for_frames(overlays: list, frame_size: tuple | None) -> list:

@@ -16,14 +16,7 @@ from ..utils.draw.styles import (
     fit_label_size,
 )
 from ..utils.draw.units import UNITS
-from ..utils.tracks.contract import normalize_tracks
-from .adapters import (
-    engine_params,
-    for_frames,
-    input_path,
-    overlay_frame_size,
-    unit_scale,
-)
+from .adapters import engine_params, for_frames, input_path, overlay_inputs
 from .widgets import (
     DRAW_CATEGORY,
     OVERLAY_OUT,
@@ -112,9 +105,7 @@ class LabelsNode(io.ComfyNode):
     @classmethod
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
         font = widgets["font"].strip()
-        tracks = normalize_tracks(tracks)
-        bounds = overlay_frame_size(tracks, reference)
-        scale = unit_scale(units, bounds)
+        tracks, bounds, scale = overlay_inputs(tracks, units, reference)
         relative = units == UNITS[1]
         size = fit_label_size(widgets["size"] * scale, relative, bounds[1] if relative else 0)
         style = engine_params(LabelStyle, {**widgets, "size": size, "font": input_path(font) if font else ""},

@@ -8,14 +8,19 @@ from comfy_api.latest import io
 from ..utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from ..utils.draw.display_list import DisplayList, merge_sequences
 from ..utils.draw.motion import still_colors
-from ..utils.draw.overlays import box_overlay, box_primitives, link_overlay, trail_overlay
+from ..utils.draw.overlays import (
+    box_overlay,
+    box_primitives,
+    link_overlay,
+    trail_overlay,
+)
 from ..utils.draw.styles import (
     BOX_RANGES,
     BOX_SHAPES,
     COLOR_MODES,
-    PALETTE_MODES,
     LINE_PATTERNS,
     LINE_RANGES,
+    PALETTE_MODES,
     SIZE_MODES,
     TRAIL_RANGES,
     TRAIL_SMOOTHING_FRAMES,
@@ -24,8 +29,13 @@ from ..utils.draw.styles import (
     TrailStyle,
 )
 from ..utils.graph.neighbours import GRAPH_RANGES, MODES, GraphParams
-from ..utils.tracks.contract import normalize_tracks
-from .adapters import bounding_boxes, engine_params, for_frames, overlay_frame_size, overlay_list, unit_scale
+from .adapters import (
+    bounding_boxes,
+    engine_params,
+    for_frames,
+    overlay_inputs,
+    overlay_list,
+)
 from .widgets import (
     DRAW_CATEGORY,
     OVERLAY_OUT,
@@ -195,9 +205,7 @@ class LineLinksNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
-        tracks = normalize_tracks(tracks)
-        frame_size = overlay_frame_size(tracks, reference)
-        scale = unit_scale(units, frame_size)
+        tracks, frame_size, scale = overlay_inputs(tracks, units, reference)
         params = engine_params(GraphParams, widgets, scale, SCALED_GRAPH)
         style = engine_params(LineStyle, widgets, scale, SCALED_LINE)
         overlay = link_overlay(tracks.path, tracks.visibility, params, style, opacity=tracks.opacity)
@@ -241,9 +249,8 @@ class BoxesNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, tracks, units, reference=None, boxes=None, **widgets) -> io.NodeOutput:
-        tracks = normalize_tracks(tracks)
-        frame_size = overlay_frame_size(tracks, reference)
-        style = box_style(widgets, unit_scale(units, frame_size))
+        tracks, frame_size, scale = overlay_inputs(tracks, units, reference)
+        style = box_style(widgets, scale)
         overlay = for_frames(box_overlay(tracks.path, tracks.visibility, style, tracks.size, tracks.opacity),
                              frame_size)
         if boxes is None:
@@ -272,9 +279,8 @@ class TrailsNode(io.ComfyNode):
 
     @classmethod
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
-        tracks = normalize_tracks(tracks)
-        frame_size = overlay_frame_size(tracks, reference)
-        style = engine_params(TrailStyle, widgets, unit_scale(units, frame_size), SCALED_TRAIL)
+        tracks, frame_size, scale = overlay_inputs(tracks, units, reference)
+        style = engine_params(TrailStyle, widgets, scale, SCALED_TRAIL)
         overlay = trail_overlay(tracks.path, tracks.visibility, style, tracks.opacity)
         return io.NodeOutput(for_frames(overlay, frame_size))
 
