@@ -363,13 +363,14 @@ def _lights_in(gray: np.ndarray, area: np.ndarray, level: int, most: float, brig
     return lights
 
 
-def _spot_labels(gray: np.ndarray, level: int) -> tuple[int, np.ndarray]:
-    """(count, labels) of the bright regions of ``gray`` over ``level``, each lit area (a region over
-    ``LIT_AREA_SHARE`` of the frame) replaced by the lights in it when it holds any."""
+def _spot_labels(gray: np.ndarray, level: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(count, labels, mask) of the bright regions of ``gray`` over ``level``, each lit area (a region over
+    ``LIT_AREA_SHARE`` of the frame) replaced by the lights in it when it holds any; ``mask`` (uint8) marks the
+    labelled pixels (the bright ones, unless a lit area gave way to its lights)."""
     bright = (gray > level).astype(np.uint8)
     most = LIT_AREA_SHARE * gray.size
     if cv2.countNonZero(bright) <= most:  # no room for a lit area: labels without statistics are faster
-        return cv2.connectedComponents(bright, connectivity=8)
+        return (*cv2.connectedComponents(bright, connectivity=8), bright)
     count, labels, stats, _ = cv2.connectedComponentsWithStats(bright, connectivity=8)
     for region in np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] > most) + 1:
         left, top, width, height = stats[region, :4]
@@ -382,7 +383,8 @@ def _spot_labels(gray: np.ndarray, level: int) -> tuple[int, np.ndarray]:
             for number, (y, x, mask) in zip([region, *range(count, count + len(lights) - 1)], lights):
                 labels[window][y:y + mask.shape[0], x:x + mask.shape[1]][mask] = number
             count += len(lights) - 1
-    return count, labels
+            bright = None
+    return count, labels, (labels > 0).astype(np.uint8) if bright is None else bright
 
 
 @dataclass(frozen=True)
@@ -396,8 +398,8 @@ class _Spots:
     @classmethod
     def find(cls, gray: np.ndarray, sensitivity: float) -> "_Spots":
         level = round(255.0 * (0.9 - 0.6 * sensitivity))  # 230 (strict) .. 77 (sensitive)
-        count, labels = _spot_labels(gray, level)
-        where = cv2.findNonZero((labels > 0).astype(np.uint8))  # far quicker than NumPy on a sparse frame
+        count, labels, bright = _spot_labels(gray, level)
+        where = cv2.findNonZero(bright)  # far quicker than NumPy on a sparse frame
         cols, rows = (np.zeros(0, np.int64),) * 2 if where is None else where.reshape(-1, 2).T
         label, count = _split_at_cores(gray, rows, cols, labels[rows, cols], count, core_level=(level + 255) / 2)
         values = gray[rows, cols]
