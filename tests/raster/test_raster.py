@@ -242,6 +242,18 @@ def test_sharp_and_self_crossing_polylines_use_the_nearest_segment(renderer, nam
     np.testing.assert_allclose(color, ref_color, rtol=0, atol=REFERENCE_TOLERANCE)
 
 
+def test_a_pixel_equally_deep_in_two_segments_takes_the_first(renderer):
+    """Out and back along one row: every pixel ties between the two segments; the first one's arc (its
+    gradient colour) wins, as in the coverage model."""
+    lines = polylines([[(4.0, 20.0), (40.0, 20.0), (4.0, 20.0)]], width=6.0, color=(1, 0, 0, 1),
+                      color_end=(0, 0, 1, 1))
+    color, alpha = dense(renderer.rasterize(DisplayList((lines,)), 40, 48))
+    ref_color, ref_alpha = reference_polyline(*pixel_centres(40, 48), lines, 0)
+    np.testing.assert_allclose(alpha, ref_alpha, rtol=0, atol=REFERENCE_TOLERANCE)
+    np.testing.assert_allclose(color, ref_color, rtol=0, atol=REFERENCE_TOLERANCE)
+    assert color[20, 10, 0] > 0.8 and color[20, 10, 2] < 0.2  # arc 6 of 72 (the way back would say 66)
+
+
 def test_separate_polylines_do_composite_over_each_other(renderer):
     lines = polylines([[(4, 24.5), (60, 24.5)], [(32.5, 4), (32.5, 44)]], width=4.0, color=(1, 1, 1, 0.5))
     alpha = engine_alpha(renderer, DisplayList((lines,)))

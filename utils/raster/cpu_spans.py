@@ -202,15 +202,19 @@ def _line_layer(lines: Polylines) -> _LineLayer:
     return _LineLayer(lines, table, radius, overlapping)
 
 
-def _nearest_only(key, outside, segment):
+def _nearest_only(key, outside):
     """Mask keeping, per ``key``, the pair deepest inside its segment's capsule, i.e. with the least
-    distance minus half width (ties: the first segment)."""
-    order = np.lexsort((segment, outside, key))
+    distance minus half width (ties: the first pair, which is the first segment: pairs come in segment
+    order)."""
+    order = np.argsort(key, kind="stable")
     sorted_key = key[order]
-    first = np.ones(len(order), bool)
-    first[1:] = sorted_key[1:] != sorted_key[:-1]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    sorted_outside = outside[order]
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    deepest = np.flatnonzero(sorted_outside == np.minimum.reduceat(sorted_outside, starts)[group])
+    first_deepest = deepest[np.r_[True, group[deepest][1:] != group[deepest][:-1]]]
     keep = np.zeros(len(order), bool)
-    keep[order[first]] = True
+    keep[order[first_deepest]] = True
     return keep
 
 
@@ -249,7 +253,7 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
         chosen = np.flatnonzero(overlapping)
         key = polyline[span[chosen]].astype(np.int64) * (int(pixels.max()) + 1) + pixels[chosen]
         keep = np.ones(len(span), bool)
-        keep[chosen] = _nearest_only(key, outside[chosen], seg[span[chosen]])
+        keep[chosen] = _nearest_only(key, outside[chosen])
         span, pixels, distance, arc, half_width, outside = (values[keep] for values in (
             span, pixels, distance, arc, half_width, outside))
         factor = None if factor is None else factor[keep]
