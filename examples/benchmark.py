@@ -244,19 +244,11 @@ def bench_gpu(points, frame, repeat: int) -> dict:
     renderer = GpuRenderer()
     display_list = cpu_display_list(points)
     scene = renderer.upload(display_list)
-    device_frame = cupy.asarray(frame)
-    out = cupy.empty_like(device_frame)
-    resident = lambda: renderer.render_device(device_frame, scene, out)  # noqa: E731
-    stages = {
-        "display list (graph + geometry, host)": median(timed(lambda: cpu_display_list(points), repeat)),
-        "upload scene": median(timed(lambda: renderer.upload(display_list), repeat, sync)),
-        "bin tiles": median(timed(lambda: renderer.bin(scene, *frame.shape[:2]), repeat, sync)),
-        "raster + composite resident (wall)": median(timed(resident, repeat, sync)),
-        "raster + composite resident (events around it)": gpu_span(resident, repeat),
-        "total resident (upload + raster)": median(timed(
-            lambda: renderer.render_device(device_frame, renderer.upload(display_list), out), repeat, sync)),
-        "total host frame in/out": median(timed(lambda: renderer.render(frame, cpu_display_list(points)), repeat)),
-    }
+    stages = {"display list (graph + geometry, host)": median(timed(lambda: cpu_display_list(points), repeat)),
+              "bin tiles": median(timed(lambda: renderer.bin(scene, *frame.shape[:2]), repeat, sync)),
+              **gpu_resident_stages(renderer, display_list, frame, repeat),
+              "total host frame in/out": median(timed(lambda: renderer.render(frame, cpu_display_list(points)),
+                                                      repeat))}
     try:
         import torch
 
@@ -285,22 +277,31 @@ def bench_labels(points, frame, repeat: int, backend: str) -> dict:
         stages["raster + composite, text without plates (cpu)"] = median(
             timed(lambda: renderer.render(frame, text_only), repeat))
         return stages
-    import cupy
     from trackoverlay.utils.raster.gpu import GpuRenderer
 
-    sync = cupy.cuda.Device().synchronize
     renderer = GpuRenderer()
+    stages.update(gpu_resident_stages(renderer, display_list, frame, repeat))
+    stages["total host frame in/out"] = median(timed(lambda: renderer.render(frame, display_list), repeat))
+    return stages
+
+
+def gpu_resident_stages(renderer, display_list, frame, repeat: int) -> dict:
+    """The GPU renderer's resident stages for ``display_list`` on ``frame`` (uploaded once): the scene's
+    upload, the raster + composite (wall, and GPU events around it), and both together."""
+    import cupy
+
+    sync = cupy.cuda.Device().synchronize
     scene = renderer.upload(display_list)
     device_frame = cupy.asarray(frame)
     out = cupy.empty_like(device_frame)
     resident = lambda: renderer.render_device(device_frame, scene, out)  # noqa: E731
-    stages.update({
-        "upload scene (atlas cached)": median(timed(lambda: renderer.upload(display_list), repeat, sync)),
+    return {
+        "upload scene": median(timed(lambda: renderer.upload(display_list), repeat, sync)),
         "raster + composite resident (wall)": median(timed(resident, repeat, sync)),
         "raster + composite resident (events around it)": gpu_span(resident, repeat),
-        "total host frame in/out": median(timed(lambda: renderer.render(frame, display_list), repeat)),
-    })
-    return stages
+        "total resident (upload + raster)": median(timed(
+            lambda: renderer.render_device(device_frame, renderer.upload(display_list), out), repeat, sync)),
+    }
 
 
 def gpu_span(function, repeat: int) -> float:
@@ -350,22 +351,10 @@ def bench_trails(backend: str, repeat: int, size, dtype) -> dict:
         stages["cpu raster + composite"] = median(timed(lambda: renderer.render(frame, display_list), repeat))
         renderer.close()
     else:
-        import cupy
         from trackoverlay.utils.raster.gpu import GpuRenderer
 
-        sync = cupy.cuda.Device().synchronize
         renderer = GpuRenderer()
-        scene = renderer.upload(display_list)
-        device_frame = cupy.asarray(frame)
-        out = cupy.empty_like(device_frame)
-        resident = lambda: renderer.render_device(device_frame, scene, out)  # noqa: E731
-        stages.update({
-            "upload scene": median(timed(lambda: renderer.upload(display_list), repeat, sync)),
-            "raster + composite resident (wall)": median(timed(resident, repeat, sync)),
-            "raster + composite resident (events around it)": gpu_span(resident, repeat),
-            "total resident (upload + raster)": median(timed(
-                lambda: renderer.render_device(device_frame, renderer.upload(display_list), out), repeat, sync)),
-        })
+        stages.update(gpu_resident_stages(renderer, display_list, frame, repeat))
         renderer.close()
     stages["polylines / segments drawn"] = f"{display_list.primitive_count} / {segments}"
     return stages

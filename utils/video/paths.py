@@ -136,34 +136,31 @@ def temp_name(folder: str, target: str) -> str:
     return os.path.join(folder, f".{stem}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
 
 
-def create_temp_file(target: str, label: str) -> str:
-    """Create an empty temporary file beside ``target`` (permissions follow the umask); errors name ``label``."""
+def _create_temp(target: str, label: str, make) -> str:
+    """``make(path)`` at a fresh temporary name beside ``target`` (retried while the name is taken); errors
+    name ``label``."""
     folder = os.path.dirname(target)
     while True:
         path = temp_name(folder, target)
         try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            make(path)
             return path
         except FileExistsError:
             continue
         except OSError as error:
             raise PermissionError(f"cannot write {label}: folder {folder} is not writable "
                                   f"({error.strerror})") from None
+
+
+def create_temp_file(target: str, label: str) -> str:
+    """Create an empty temporary file beside ``target`` (permissions follow the umask); errors name ``label``."""
+    return _create_temp(target, label, lambda path: os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY,
+                                                                     0o666)))
 
 
 def create_temp_folder(target: str, label: str) -> str:
     """Create an empty temporary folder beside ``target``; errors name ``label``."""
-    folder = os.path.dirname(target)
-    while True:
-        path = temp_name(folder, target)
-        try:
-            os.mkdir(path, 0o777)
-            return path
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise PermissionError(f"cannot write {label}: folder {folder} is not writable "
-                                  f"({error.strerror})") from None
+    return _create_temp(target, label, lambda path: os.mkdir(path, 0o777))
 
 
 def commit(temp: str, target: str) -> None:
