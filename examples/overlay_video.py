@@ -58,10 +58,10 @@ from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json
 from trackoverlay.utils.video.budget import Budget
-from trackoverlay.utils.video.formats import CODECS
+from trackoverlay.utils.video.formats import CODECS, choose_format
 from trackoverlay.utils.video.io import MAX_FPS, X264_PRESETS
 from trackoverlay.utils.video.nvcodec import DECODERS, ENCODERS, choose_decoder, nvenc_writes
-from trackoverlay.utils.video.paths import is_folder_spelling
+from trackoverlay.utils.video.paths import check_output, is_folder_spelling
 from trackoverlay.utils.video.stream import (
     DemoPoints,
     DetectedPoints,
@@ -548,6 +548,9 @@ def run(args) -> tuple[int, str]:
     mode = input_mode(args, tracks)
     apply_look(args, mode)
     output = args.output if args.output is not None else default_output(args, mode)
+    # an output that cannot be written is told before any work (the writers check it again when they open it)
+    check_output(output, [args.input, args.tracks], "output" if is_folder_spelling(output) else "video")
+    choose_format(output, args.layer_only, args.codec)
     source = open_source(args, mode, tracks)
     renderer = None
     try:

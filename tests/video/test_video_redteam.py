@@ -378,6 +378,7 @@ def test_unknown_extensions_list_the_choices(run, shot, output, named):
     assert result.code == 2
     assert result.error == (f"{PROG}error: output {output} has {named}; write video as .mp4 or .mov (H.264, or HEVC "
                             "with codec hevc), .webm (VP9), .gif, or a folder ending in / (PNG sequence)")
+    assert result.out == ""  # told before the input is opened: nothing else is printed
     assert listing(shot.parent) == ["clip.mp4"]
 
 
@@ -463,6 +464,14 @@ def test_audio_is_kept_in_step_with_the_frames(run, shot, tmp_path, args, frames
         return
     assert found["audio"][:2] == audio
     assert abs(audio_seconds(output) - frames * FRAME) <= FRAME  # the sound ends with the picture
+
+
+@pytest.mark.parametrize("args, warned", [((), True), (("--no-audio",), False)])
+def test_a_png_folder_says_the_sound_is_not_kept(run, shot, tmp_path, args, warned):
+    result = run(shot.parent, "clip.mp4", "--tracks", track_file(tmp_path / "t.json"), "-o", "frames/", *args)
+    assert result.code == 0, result.err
+    assert len(os.listdir(shot.parent / "frames")) == 8
+    assert ("WARNING: clip.mp4: audio not kept: PNG folders have no sound" in result.out) == warned
 
 
 def test_pcm_audio_in_mov_is_reencoded_for_mp4(run, tmp_path):
@@ -647,6 +656,19 @@ def test_variable_frame_rate_keeps_the_frame_times(run, tmp_path):
     result = run(tmp_path, "vfr.mp4", "--tracks", track_file(tmp_path / "t.json", frames=6))
     assert result.code == 0, result.err
     assert np.allclose(frame_times(tmp_path / "vfr_overlay.mp4"), times, atol=1e-3)
+
+
+@pytest.mark.parametrize("points", ["tracks", "detection"])
+def test_a_cut_variable_rate_clip_ends_its_sound_at_the_next_frame(run, tmp_path, points):
+    """Frames at 0, 0.04, 0.08, then 1.5 s: cut after 3 frames, the sound ends at 1.5 s (where the source's next
+    frame begins), not one average gap after the last frame (0.08 + 0.04)."""
+    times = [0.0, 0.04, 0.08, 1.5, 1.54, 1.58]
+    make_video(tmp_path / "vfr.mp4", frames=6, times=times, audio="aac", channels="stereo")
+    tracks = ("--tracks", track_file(tmp_path / "t.json", frames=6)) if points == "tracks" else ()
+    result = run(tmp_path, "vfr.mp4", *tracks, "--max-frames", "3", "-o", "cut.mp4")
+    assert result.code == 0, result.err
+    assert frames_in(tmp_path / "cut.mp4") == 3
+    assert abs(audio_seconds(tmp_path / "cut.mp4") - 1.5) <= 0.03  # within one AAC packet (21 ms)
 
 
 def test_ten_bit_input_keeps_its_colours(run, tmp_path):
@@ -1045,6 +1067,14 @@ def test_default_output_beside_the_input_and_one_final_line(run, shot, tmp_path)
     assert re.fullmatch(r"INFO: wrote 8 frames to .*shot/clip_overlay\.mp4 in [\d.]+ s \([\d.]+ frames/s\)", lines[-1])
     assert sum("wrote" in line for line in lines) == 1
     assert result.err.rstrip(" ").endswith("\r")  # the progress bar cleared itself: no second final line
+
+
+def test_the_final_line_counts_the_frames_a_gif_kept(run, tmp_path):
+    """At 60 fps a GIF keeps 8 of 12 frames (at least 2 cs apart): the last line says 8."""
+    result = run(tmp_path, "--size", "64x48", "--frames", "12", "--fps", "60", "-o", "fast.gif")
+    assert result.code == 0, result.err
+    assert frames_in(tmp_path / "fast.gif") == 8
+    assert re.match(r"INFO: wrote 8 frames to fast\.gif in ", result.out.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------ the Overlay Video node

@@ -509,6 +509,9 @@ class _Writer:
         self.label = f"{what} {self.output.given}"
         self.frame_count = 0
         self.closed = False
+        self.ends_at: Fraction | None = None
+        """Where the video ends on the source's clock when the frames stop before the source does (the time of
+        the first frame left out): the sound is cut there. None: one frame's length after the last frame."""
         self._size = None
         self._temp = None
 
@@ -775,7 +778,9 @@ class VideoWriter(_Writer):
     def _finish(self) -> None:
         self._flush()
         if self._audio is not None:
-            self._audio.finish(self.end_time + self._frame_duration())
+            end = self.end_time + self._frame_duration() if self.ends_at is None else \
+                max(self.end_time, Fraction(self.ends_at) - self._origin)
+            self._audio.finish(end)
             self._audio.close()
         self._container.close()
         if self._yuv is not None:

@@ -647,6 +647,8 @@ def _open_outputs(output, png_dir, source: FrameSource, inputs, layer_only: bool
             if encoder == "nvenc":
                 raise ValueError(f"encoder 'nvenc' writes .mp4/.mov video, and {os.fspath(output)} is a PNG folder")
             writers.append(PngSequenceWriter(output, layer_only=layer_only, inputs=protect, what="output"))
+            if audio and source.audio:
+                LOGGER.warning("%s: audio not kept: PNG folders have no sound", source.path)
         else:
             sound = AudioCopy(source.path) if audio and source.audio and source.path is not None else None
             try:
@@ -728,7 +730,8 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
                  progress: Callable[[int], None] | None = None, *, start_frame: int = 0,
                  end_frame: int | None = None, layer_only: bool = False, codec: str = "h264", audio: bool = True,
                  inputs=(), budget: Budget | None = None, encoder: str = "cpu") -> int:
-    """Draw the overlay on frames of ``source`` and write them to ``output``; returns the frames written.
+    """Draw the overlay on frames of ``source`` and write them to ``output``; returns the frames written
+    to ``output`` (a GIF leaves out frames due sooner than it can show them).
 
     ``output``'s extension picks the format (:mod:`.formats`; a trailing ``/``
     writes a PNG sequence folder); ``layer_only`` writes the overlay alone with
@@ -766,7 +769,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
             writer.close()
     finally:
         source.close()
-    return count
+    return count - getattr(writers[0], "frames_left_out", 0)  # a GIF leaves out frames due too soon
 
 
 def _glow_in_yuv(renderer) -> bool:
@@ -793,6 +796,16 @@ def _grouped(items: Iterable, size: int) -> Iterator[list]:
         yield group
 
 
+def _before(items: Iterable, stop: int, frame_of: Callable, passed: list) -> Iterator:
+    """``items`` while their frame's index is below ``stop``; the time of the first frame at or past it goes to
+    ``passed``."""
+    for item in items:
+        if frame_of(item).index >= stop:
+            passed.append(frame_of(item).time)
+            return
+        yield item
+
+
 def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress) -> int:
     at_once = renderer.frames_at_once
     drawer = renderer.one_band() if at_once > 1 else renderer  # frames at once: each in one band
@@ -805,8 +818,9 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     # live in reused buffers of the renderer's choosing (page-locked for the GPU)
     frames = source.timed(first, yuv=True, rgb=points.needs_frames, buffers=PlaneBuffers(renderer.host_array)) \
         if planar else source.timed(first)
+    passed = []  # the time of the first frame after the range, where the output's sound ends
     if range_.stop is not None and not points.needs_frames:
-        frames = itertools.takewhile(lambda item: item.index < range_.stop, frames)
+        frames = _before(frames, range_.stop, lambda item: item, passed)
     channels = 4 if layer_only else 3
     device_writer = getattr(writers[0], "device_input", False)
     hand_over = FrameHandOver(writers)
@@ -878,11 +892,13 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     with closing(_paired(frames, points)) as paired:
         pairs = _warm_up(paired, points, builder, range_)
         if range_.stop is not None and points.needs_frames:  # a detector looks past the end, as in the whole render
-            pairs = itertools.takewhile(lambda pair: pair[0].index < range_.stop, pairs)
+            pairs = _before(pairs, range_.stop, lambda pair: pair[0], passed)
         after = None if progress is None else (lambda _: progress(built[0]))
         Pipeline(QUEUE_DEPTH).run(_grouped(pairs, together), build, write, after, finish=draw,
                                   finish_workers=at_once)
     count = written[0]
+    if passed:
+        writers[0].ends_at = passed[0]
     if count == 0:
         raise ValueError("the input has no frames; nothing to render" if range_.start == 0 else
                          f"the input has no frames from frame {range_.start}; nothing to render")
