@@ -44,7 +44,7 @@ def image_array(image, name: str = "image") -> np.ndarray:
     if array.ndim != 4 or array.shape[-1] != 3:
         raise ValueError(f"{name} must be an IMAGE of shape [B, H, W, 3] (or [H, W, 3]) with 3 colour "
                          f"channels, got shape {shape}; convert grey (1 channel) or RGBA (4) images to RGB "
-                         "before this node")
+                         "before this node (e.g. with core Split Image with Alpha)")
     if 0 in array.shape:
         raise ValueError(f"{name} is empty (shape {shape}); connect at least one frame")
     return array

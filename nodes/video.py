@@ -7,6 +7,7 @@ folder, and the node returns that file as a core VIDEO.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -31,6 +32,8 @@ from .widgets import VIDEO_CATEGORY, backend_input, boolean, combo, defaults, in
 
 OUTPUT_PREFIX = "TrackOverlay/overlay"
 LAYER_PREFIX = "TrackOverlay/layer"
+TRIMMED_CRF = 1
+"""x264 quality of the copy core saves of a trimmed VIDEO (near-lossless: the overlay goes on its frames)."""
 # Lengths default to the pack's look in percent of the video's height (units default to percent here:
 # the node knows the height), so a new node looks the same on 640x360 and on 4K.
 RELATIVE_DEFAULTS = {"link_radius": "radius", "link_max_length": "max_length", "link_delta_y_cap": "delta_y_cap",
@@ -72,25 +75,44 @@ def _overlay_spec(widgets: dict, scale: float, lines: bool, boxes: bool) -> Over
     return OverlaySpec(graph, line if lines else None, box if boxes else None)
 
 
+def _trimmed(video) -> bool:
+    """Whether ``video`` is a part of its file (core Video Slice sets a trim window)."""
+    window = getattr(video, "get_active_trim_window", None)
+    return window is not None and any(window())
+
+
+def _save_trimmed(video, path: str) -> None:
+    """Core's own save of a trimmed VIDEO (its frames re-encoded), as near-lossless as it allows."""
+    if "crf" in inspect.signature(video.save_to).parameters:
+        video.save_to(path, crf=TRIMMED_CRF)
+    else:
+        video.save_to(path)
+
+
 @contextmanager
 def _video_file(video, folder: str):
     """A file path to decode ``video`` from: its own file, else a temporary copy deleted afterwards.
 
     Uses ``get_stream_source()`` (a path, or an in-memory file) where the
     VIDEO has it, else ``save_to`` (older ComfyUI), which copies a file's
-    streams without re-encoding.
+    streams without re-encoding. A trimmed VIDEO (core Video Slice) is saved
+    by core, which keeps only the frames of its trim window, the frames its
+    Get Video Components gives.
     """
     if not hasattr(video, "get_stream_source") and not hasattr(video, "save_to"):
         raise TypeError(f"video must be a VIDEO (from Load Video or another video node), got "
                         f"{type(video).__name__}")
-    source = video.get_stream_source() if hasattr(video, "get_stream_source") else None
+    trimmed = _trimmed(video)
+    source = video.get_stream_source() if hasattr(video, "get_stream_source") and not trimmed else None
     if isinstance(source, (str, os.PathLike)):
         yield os.fspath(source)
         return
     handle, copy = tempfile.mkstemp(prefix=".trackoverlay_input_", suffix=".mp4", dir=folder)
     os.close(handle)
     try:
-        if source is None:
+        if trimmed:
+            _save_trimmed(video, copy)
+        elif source is None:
             video.save_to(copy)
         else:
             with open(copy, "wb") as target:

@@ -353,15 +353,23 @@ class VideoComponents:
 class VideoFromFile:
     def __init__(self, file, *, start_time: float = 0, duration: float = 0):
         self.path = file
+        self.start_time, self.duration = start_time, duration
 
     def get_stream_source(self):
         return self.path
 
-    def save_to(self, path, format="auto", codec="auto", metadata=None):
+    def get_active_trim_window(self) -> tuple:
+        return float(self.start_time), float(self.duration)
+
+    def save_to(self, path, format="auto", codec="auto", metadata=None, crf=None):
         """Core's save with format and codec "auto": the streams are copied into ``path``'s container as they
-        are (so, as in core, ProRes into MP4 fails)."""
+        are (so, as in core, ProRes into MP4 fails); with a trim window the frames whose time lies in it are
+        re-encoded (H.264 at ``crf``), as core does."""
         import av
 
+        if self.start_time or self.duration:
+            self._save_trimmed(path, crf)
+            return
         with av.open(self.path) as source, av.open(path, "w") as output:
             streams = {stream: output.add_stream_from_template(stream) for stream in source.streams
                        if stream.type in ("video", "audio")}
@@ -369,6 +377,24 @@ class VideoFromFile:
                 if packet.dts is not None:
                     packet.stream = streams[packet.stream]
                     output.mux(packet)
+
+
+    def _save_trimmed(self, path, crf) -> None:
+        import av
+
+        end = self.start_time + self.duration if self.duration else float("inf")
+        with av.open(self.path) as source, av.open(path, "w") as output:
+            video = source.streams.video[0]
+            stream = output.add_stream("libx264", rate=video.average_rate,
+                                       options={} if crf is None else {"crf": str(crf)})
+            stream.width, stream.height, stream.pix_fmt = video.width, video.height, "yuv420p"
+            kept = 0
+            for frame in source.decode(video):
+                if self.start_time <= frame.time < end:
+                    frame.pts, frame.time_base = kept, 1 / Fraction(video.average_rate)
+                    output.mux(stream.encode(frame))
+                    kept += 1
+            output.mux(stream.encode(None))
 
 
 class VideoFromComponents:

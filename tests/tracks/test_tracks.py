@@ -328,3 +328,30 @@ def test_tracks_from_mask_inputs():
         tracks_from_mask(tiny, max_tracks=0)
     with pytest.raises(ValueError, match="min_area"):
         tracks_from_mask(tiny, min_area=0)
+
+
+def _checkerboard(frames: int) -> np.ndarray:
+    """uint8 [frames, 48, 64, 3] of 8 px squares: corners everywhere."""
+    board = ((np.indices((48, 64)) // 8).sum(axis=0) % 2 * 200 + 30).astype(np.uint8)
+    return np.repeat(board[None, ..., None], 3, axis=3).repeat(frames, axis=0)
+
+
+@pytest.mark.parametrize("subject", [np.zeros((48, 64), np.float32), np.zeros((3, 24, 32), bool)])
+def test_an_empty_subject_mask_is_refused_with_the_likely_cause(subject):
+    from trackoverlay.utils.tracks.detect import detect_tracks
+
+    with pytest.raises(ValueError, match=r"subject masks are all empty .*\(Load Image's mask of an image without "
+                                         r"alpha is an empty 64x64 one\), or leave subject unset"):
+        detect_tracks(_checkerboard(3), subject=subject)
+    some = np.zeros((48, 64), bool)
+    some[8:40, 8:56] = True
+    assert detect_tracks(_checkerboard(3), subject=some).track_count > 0
+
+
+def test_motion_on_one_frame_is_refused_with_the_methods_that_work():
+    from trackoverlay.utils.tracks.detect import detect_tracks
+
+    with pytest.raises(ValueError, match="method 'motion' .* one frame has no motion; give several frames, or "
+                                         "pick corners, blobs or bright for a single image"):
+        detect_tracks(_checkerboard(1), method="motion")
+    assert detect_tracks(_checkerboard(1), method="corners").track_count > 0

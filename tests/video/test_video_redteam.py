@@ -1116,6 +1116,30 @@ def run_video_node(clip, **inputs):
     return Path(video.get_stream_source())
 
 
+@pytest.mark.parametrize("with_tracks", [False, True])
+def test_video_node_draws_only_a_trimmed_videos_frames(comfy_temp, tmp_path, with_tracks):
+    """Core Video Slice (start 0.2 s, 0.2 s long, at 25 fps) keeps source frames 5..9: the output has those 5
+    frames, in order, and tracks of the trimmed frames (5 of them) fit it."""
+    from fake_comfy import WIDGET_TYPES, install_comfy_api
+
+    install_comfy_api()
+    from comfy_api.latest import InputImpl
+    from trackoverlay.nodes.video import OverlayVideoNode
+
+    source = make_video(tmp_path / "clip.mp4", frames=16, options={"crf": "0"})
+    widgets = {item.id: item.default for item in OverlayVideoNode.GET_SCHEMA().inputs
+               if issubclass(item.Parent, WIDGET_TYPES)}
+    widgets.update(backend="cpu", draw_lines=False, draw_boxes=False)
+    tracks = None
+    if with_tracks:
+        tracks = {"track_path": np.zeros((5, 1, 2), np.float32), "track_visibility": np.ones((5, 1), bool)}
+    video = InputImpl.VideoFromFile(str(source), start_time=0.2, duration=0.2)
+    (output,) = OverlayVideoNode.execute(video=video, tracks=tracks, **widgets).args
+    with av.open(output.get_stream_source()) as container:
+        indices = [frame_index(frame.to_ndarray(format="rgb24")) for frame in container.decode(video=0)]
+    assert indices == [5, 6, 7, 8, 9]
+
+
 def test_video_node_keeps_the_audio(comfy_temp, clip):
     output = run_video_node(clip)
     assert output.name.endswith(".mp4") and streams(output)["audio"][:2] == ("aac", 6)

@@ -176,6 +176,10 @@ def subject_masks(subject, frames: int, height: int, width: int) -> np.ndarray:
     if len(array) not in (1, frames):
         raise ValueError(f"subject has {len(array)} masks but there are {frames} frames; give one mask per "
                          "frame, or one for all")
+    if not array.any():
+        raise ValueError(f"subject masks are all empty ({array.shape[2]}x{array.shape[1]}, no value over 0.5), so "
+                         "no point could be tracked; give masks that mark the subject (Load Image's mask of an "
+                         "image without alpha is an empty 64x64 one), or leave subject unset")
     if array.shape[1:] != (height, width):
         mask_aspect, frame_aspect = array.shape[2] / array.shape[1], width / height
         if abs(mask_aspect / frame_aspect - 1.0) > 0.01:
@@ -1073,6 +1077,9 @@ def track_clip(frames, detector: TrackDetector, point_size: float = 16.0, subjec
     for prepared in prepare_ahead(detector, with_masks):
         finished += _compact(detector.push_prepared(prepared))
     finished += _compact(detector.finish())
+    if detector.method == "motion" and len(finished) == 1:
+        raise ValueError("method 'motion' finds points that move between frames, and one frame has no motion; "
+                         "give several frames, or pick corners, blobs or bright for a single image")
     count = detector.track_count
     path = np.zeros((len(finished), count, 2), np.float32)
     visible = np.zeros((len(finished), count), bool)
