@@ -89,6 +89,8 @@ def structure_distance(previous: np.ndarray, current: np.ndarray) -> float | Non
     height, width = previous.shape
     (dx, dy), _ = cv2.phaseCorrelate(previous, current)
     x, y = int(round(dx)), int(round(dy))
+    if x == 0 and y == 0:
+        return unshifted
     if abs(x) >= width // 2 or abs(y) >= height // 2:
         return min(unshifted, 0.5)  # moved by half the frame or more: nothing left to compare
     before = previous[max(0, -y):height - max(0, y), max(0, -x):width - max(0, x)]
