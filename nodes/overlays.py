@@ -271,8 +271,8 @@ class TrailsNode(io.ComfyNode):
             search_aliases=["motion trails", "tracking overlay", "comet tails", "point trails", "tracers",
                             "motion history", "path history"],
             description="Draws each visible tracked point's last positions as a smoothed line that narrows and "
-                        "fades toward its tail; hidden frames break a trail, and a track that ends leaves its "
-                        "trail fading out.",
+                        "fades toward its tail; hidden frames break a trail, a track that ends leaves its "
+                        "trail fading out, and a scene cut ends every trail.",
             inputs=[tracks_input(), units_input(), *trail_widgets(), reference_input()],
             outputs=[Overlay.Output("overlay", tooltip=OVERLAY_OUT)],
         )
@@ -281,7 +281,7 @@ class TrailsNode(io.ComfyNode):
     def execute(cls, tracks, units, reference=None, **widgets) -> io.NodeOutput:
         tracks, frame_size, scale = overlay_inputs(tracks, units, reference)
         style = engine_params(TrailStyle, widgets, scale, SCALED_TRAIL)
-        overlay = trail_overlay(tracks.path, tracks.visibility, style, tracks.opacity)
+        overlay = trail_overlay(tracks.path, tracks.visibility, style, tracks.opacity, tracks.cuts)
         return io.NodeOutput(for_frames(overlay, frame_size))
 
 

@@ -12,6 +12,7 @@ from fake_comfy import WIDGET_TYPES, install_comfy_api  # noqa: E402
 install_comfy_api()
 
 from synthetic import make_clip, on_mask_share  # noqa: E402
+from trackoverlay.nodes.overlays import TrailsNode  # noqa: E402
 from trackoverlay.nodes.tracks import DetectTracksNode as NODE  # noqa: E402
 from trackoverlay.utils.tracks.contract import normalize_tracks  # noqa: E402
 from trackoverlay.utils.tracks.detect import DETECT_RANGES, TrackDetector  # noqa: E402
@@ -50,6 +51,17 @@ def test_defaults_give_faded_tracks_on_every_frame(clip):
     checked = normalize_tracks(tracks)
     assert (checked.visibility.sum(axis=1) > 0).all()
     assert not (checked.visibility[:12].any(axis=0) & checked.visibility[12:].any(axis=0)).any()
+
+
+def test_the_scene_cut_travels_with_the_tracks_and_ends_every_trail(clip):
+    (tracks,) = detect(image=frames_of(clip), max_points=30, min_distance=10.0).args
+    assert tracks["track_cuts"] == [12]
+    widgets = {item.id: item.default for item in TrailsNode.GET_SCHEMA().inputs
+               if issubclass(item.Parent, WIDGET_TYPES)}
+    (overlay,) = TrailsNode.PREPARE_CLASS_CLONE(None).execute(tracks=tracks, **widgets).args
+    drawn = [entry.primitive_count for entry in overlay]
+    assert drawn[11] >= 20 and drawn[13] >= 20
+    assert drawn[12] == 0  # the old shot's trails end at the cut; the new shot's points have one position
 
 
 def test_subject_mask_input(clip):

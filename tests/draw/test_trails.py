@@ -110,6 +110,23 @@ def test_a_dead_track_fades_out_within_its_trail_length(renderer):
     assert drawn[0] == 1.0 and np.all(np.diff(drawn) < 0) and drawn[-1] == 0.0
 
 
+def test_a_cut_ends_every_trail_and_smoothing_never_reaches_across_it():
+    path, visible = steady(frames=20, columns=2)
+    visible[10:, 0] = False  # track 0 ends at the cut (as detection ends every track there) ...
+    path[10:, 1] += np.float32([50.0, 0.0])  # ... and track 1 keeps its column across it, jumping 50 px
+    style = TrailStyle(length=6, smoothing=1.0)
+    uncut = trail_overlay(path, visible, style)
+    assert len(lines_of(uncut[12])) == 2  # without the cut, track 0's trail fades over the new shot
+    overlay = trail_overlay(path, visible, style, cuts=(10,))
+    np.testing.assert_array_equal(lines_of(overlay[9])[0][0], lines_of(uncut[9])[0][0])  # before it: the same
+    assert not overlay[10].layers  # the cut frame: one position of the new shot, nothing to draw
+    for t in (11, 12, 15):
+        (vertices, _, _), = lines_of(overlay[t])
+        np.testing.assert_array_equal(vertices, path[10:t + 1, 1])  # only the new shot, unsmoothed at the cut
+    (vertices, _, _), = lines_of(uncut[15])
+    assert not np.array_equal(vertices, path[10:16, 1])  # there, frame 10 is averaged with frame 9's jump
+
+
 def test_smoothing_hides_jitter_and_keeps_the_head_on_the_point():
     """20 steady tracks with 1.5 px of jitter: smoother trails are less rough and nearer the true line."""
     columns, length = 20, 30
@@ -186,9 +203,9 @@ def test_trails_built_on_cupy_equal_the_numpy_build():
     visible = rng.random((40, 30)) > 0.1
     opacity = rng.random((40, 30)).astype(np.float32)
     style = TrailStyle(length=15, smoothing=0.5, fade=1.7, color_mode="track")
-    frame, fields = trail_geometry(path, visible, style, opacity)
+    frame, fields = trail_geometry(path, visible, style, opacity, cuts=(9, 25))
     device_frame, device = trail_geometry(cupy.asarray(path), cupy.asarray(visible), style, cupy.asarray(opacity),
-                                          xp=cupy)
+                                          cuts=(9, 25), xp=cupy)
     np.testing.assert_array_equal(device_frame.get(), frame)
     for name, values in fields.items():
         if values.dtype.kind == "f":  # float32 powers may differ in the last bit

@@ -26,7 +26,7 @@ def corners_run(panning_cut):
 
 def test_the_cut_is_found_and_reseeded_on_its_own_frame(corners_run, panning_cut):
     detector, tracks = corners_run
-    assert detector.cuts == [20]
+    assert detector.cuts == [20] and tracks.cuts == (20,)  # the tracks carry it (trails end there)
     live = tracks.visibility.sum(axis=1)
     assert live.min() >= 0.75 * PARAMS["max_points"]  # an overlay on every frame, the cut's included
     np.testing.assert_array_equal(tracks.opacity[20][tracks.visibility[20]], 1.0)  # seeds need no fade-in

@@ -269,6 +269,30 @@ def test_bad_frame_size_is_refused(size):
         Tracks(np.zeros((1, 2, 2), np.float32), np.ones((1, 2), bool), frame_size=size)
 
 
+def test_cuts_round_trip_through_the_file_and_the_comfy_dict():
+    tracks = Tracks(np.zeros((30, 2, 2), np.float32), np.ones((30, 2), bool), cuts=np.array([12.0, 20.0]))
+    assert tracks.cuts == (12, 20) and all(type(frame) is int for frame in tracks.cuts)
+    assert json.loads(tracks_to_json(tracks))["cuts"] == [12, 20]
+    assert tracks_from_json(tracks_to_json(tracks)).cuts == (12, 20)
+    assert "cuts" not in json.loads(tracks_to_json(Tracks(tracks.path, tracks.visibility)))  # one shot: no key
+    assert tracks_from_json(_document()).cuts == ()  # files that predate it
+    comfy = tracks.to_comfy()
+    assert comfy["track_cuts"] == [12, 20]
+    assert normalize_tracks(comfy).cuts == (12, 20)
+    assert normalize_tracks({**comfy, "track_cuts": []}).cuts == ()
+
+
+@pytest.mark.parametrize("cuts", [[0], [30], [20, 12], [12, 12], [12.5], "12", [True], [[12]], 12, [float("nan")]])
+def test_bad_cuts_are_refused(cuts):
+    document = json.loads(tracks_to_json(Tracks(np.zeros((30, 2, 2), np.float32), np.ones((30, 2), bool))))
+    with pytest.raises(ValueError) as caught:
+        tracks_from_json(json.dumps({**document, "cuts": cuts}), source="clip.json")
+    assert "clip.json['cuts'] must list the frames that start a new shot" in str(caught.value)
+    assert "ascending whole numbers in 1..29" in str(caught.value)
+    with pytest.raises(ValueError, match=r"tracks\['track_cuts'\] must list the frames"):
+        Tracks(np.zeros((30, 2, 2), np.float32), np.ones((30, 2), bool), cuts=cuts)
+
+
 def test_fill_hidden_holds_last_and_first_known_values():
     values = np.arange(8, dtype=np.float32).reshape(4, 2, 1)
     visible = np.array([[False, False], [True, False], [False, False], [True, False]])

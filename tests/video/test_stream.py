@@ -10,6 +10,7 @@ from fractions import Fraction
 import cv2
 import numpy as np
 import pytest
+from synthetic import make_clip
 from trackoverlay.utils.draw.display_list import Glyphs, merge_sequences
 from trackoverlay.utils.draw.labels import label_overlay
 from trackoverlay.utils.draw.overlays import box_overlay, link_overlay, trail_overlay
@@ -318,6 +319,33 @@ def test_streamed_trails_equal_the_batch_trails(cpu_renderer):
                                             opacity=tracks.opacity),
                                box_overlay(tracks.path, tracks.visibility, spec.boxes, opacity=tracks.opacity))
     np.testing.assert_array_equal(np.stack(drawn), render_batch(frames, overlays, cpu_renderer).frames)
+
+
+def test_a_scene_cut_ends_the_streamed_trails_as_it_ends_the_batch_trails(cpu_renderer):
+    """Tracks with a cut at frame 15 (some end there, some keep their column): the stream draws what the
+    batch draws, and neither draws the old shot's trails over the new one."""
+    path, visible, opacity = moving_tracks(frames=30)
+    visible[15:, :3] = False
+    trails = TrailStyle(length=7, width=3.0, smoothing=0.5)
+    spec = OverlaySpec(lines=None, boxes=None, trails=trails)
+    frames = np.zeros((30, 64, 96, 3), np.uint8)
+    drawn = list(overlay_frames(iter(frames), TrackPoints(Tracks(path, visible, opacity=opacity, cuts=(15,))),
+                                spec, cpu_renderer))
+    batch = render_batch(frames, trail_overlay(path, visible, trails, opacity, cuts=(15,)), cpu_renderer).frames
+    np.testing.assert_array_equal(np.stack(drawn), batch)
+    uncut = render_batch(frames, trail_overlay(path, visible, trails, opacity), cpu_renderer).frames
+    np.testing.assert_array_equal(batch[:15], uncut[:15])
+    assert all((batch[t] != uncut[t]).any() for t in range(15, 21))
+
+
+def test_detected_points_end_every_trail_at_a_scene_cut(cpu_renderer):
+    clip = make_clip(frames=24, cuts=(12,), pan=(1.0, 0.5))
+    spec = OverlaySpec(lines=None, boxes=None, trails=TrailStyle(length=8))
+    points = DetectedPoints(TrackDetector(max_points=30, min_distance=10.0))
+    drawn = list(overlay_frames(iter(clip.frames), points, spec, cpu_renderer))
+    assert points.detector.cuts == [12]
+    assert (drawn[11] != clip.frames[11]).any() and (drawn[13] != clip.frames[13]).any()
+    np.testing.assert_array_equal(drawn[12], clip.frames[12])  # the new shot's points have one position there
 
 
 def test_trail_history_keeps_a_constant_number_of_frames():

@@ -236,7 +236,7 @@ def _shifted(values, step: int, fill, xp):
     return out
 
 
-def trail_geometry(path, visibility, style: TrailStyle, opacity=None, frames=None, xp=np):
+def trail_geometry(path, visibility, style: TrailStyle, opacity=None, frames=None, cuts=(), xp=np):
     """The trails drawn at ``frames`` (int array, default every frame) of a track set, as
     ``(frame [P], fields)``: each polyline's frame, in ascending order, and the
     :class:`Polylines` fields (vertex factors included) as ``xp`` arrays.
@@ -247,13 +247,15 @@ def trail_geometry(path, visibility, style: TrailStyle, opacity=None, frames=Non
     of age ``k = t - s`` gets width factor ``1 - taper * k / (length - 1)`` and
     alpha ``(1 - k / (length - 1)) ** fade`` times the track's ``opacity`` [T, N]
     at frame ``s``, so a track that ends leaves its trail where it was, fading
-    and shrinking from the tail for ``length - 1`` frames.
+    and shrinking from the tail for ``length - 1`` frames. ``cuts`` (frames that
+    start a new shot) end every trail: no trail holds positions of an earlier shot.
 
     Smoothing replaces each position by the mean of a centred window of
     ``2h + 1`` frames, ``h = min(style.smoothing_frames, k, visible frames before
-    s, visible frames after s)``: it never looks past ``t`` nor across a hidden
-    frame, so the head sits on the point, a point moving steadily on a line
-    keeps its line exactly, and earlier frames' results do not change later.
+    s, visible frames after s)`` (of its shot): it never looks past ``t`` nor
+    across a hidden frame or a cut, so the head sits on the point, a point
+    moving steadily on a line keeps its line exactly, and earlier frames'
+    results do not change later.
     Only frames ``t - length - smoothing_frames + 1 .. t`` matter for frame ``t``,
     and a frame's trails come out bit for bit the same whichever frames are
     built with it (the stream builds one frame at a time from those frames).
@@ -269,6 +271,12 @@ def trail_geometry(path, visibility, style: TrailStyle, opacity=None, frames=Non
     padded = xp.concatenate([xp.zeros((length - 1, columns), dtype=bool), visible])
     slots = xp.arange(length, dtype=xp.int64)
     present = padded[frames[:, None, None] + slots, xp.arange(columns)[None, :, None]]
+    if cuts:  # each frame's shot (0, then one more at each cut): a trail keeps the vertices of its own shot
+        starts = np.zeros(count, np.int64)
+        starts[list(cuts)] = 1
+        shot = xp.asarray(np.cumsum(starts))
+        padded_shot = xp.concatenate([xp.full(length - 1, -1, dtype=xp.int64), shot])
+        present &= (padded_shot[frames[:, None] + slots] == shot[frames][:, None])[:, None, :]
     index, column, slot = xp.nonzero(present)
     # A polyline runs over consecutive slots of one (frame, column); keep those of two vertices or more.
     joined = xp.zeros(index.shape[0], dtype=bool)
@@ -288,6 +296,8 @@ def trail_geometry(path, visibility, style: TrailStyle, opacity=None, frames=Non
         unbroken = xp.ones((count, columns), dtype=bool)
         for offset in range(1, reach + 1):
             unbroken &= _shifted(visible, step * offset, False, xp)
+            if cuts:
+                unbroken &= (_shifted(shot, step * offset, -1, xp) == shot)[:, None]
             side += unbroken
     half = xp.minimum(xp.minimum(before, after)[frame, column], age)
     positions = xp.where(visible[..., None], path, 0).astype(xp.float64)
@@ -330,15 +340,15 @@ def trail_polylines(fields: dict, lines: slice) -> Polylines:
                      **per_line)
 
 
-def trail_overlay(path, visibility, style: TrailStyle, opacity=None) -> list:
+def trail_overlay(path, visibility, style: TrailStyle, opacity=None, cuts=()) -> list:
     """Per-frame display lists of every track's motion trail (see :func:`trail_geometry`).
 
     ``path`` float32 [T, N, 2], ``visibility`` bool [T, N]; ``opacity`` float32
-    [T, N] (the tracks' fades) scales each vertex's alpha. Positions that are
-    NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden. All frames' trails
-    are built at once.
+    [T, N] (the tracks' fades) scales each vertex's alpha; ``cuts`` (frames that
+    start a new shot) end every trail. Positions that are NaN/inf or beyond
+    ±``POSITION_LIMIT`` count as hidden. All frames' trails are built at once.
     """
     path = np.asarray(path, np.float32)
-    frame, fields = trail_geometry(path, visibility, style, opacity)
+    frame, fields = trail_geometry(path, visibility, style, opacity, cuts=cuts)
     bounds = _frame_slices(frame, path.shape[0])
     return [DisplayList((trail_polylines(fields, slice(int(a), int(b))),)) for a, b in zip(bounds[:-1], bounds[1:])]

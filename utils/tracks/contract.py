@@ -5,13 +5,15 @@ Core ComfyUI's ``TRACKS`` is a dict with ``track_path`` float32 [T, N, 2]
 bool [T, N]; column ``n`` is one persistent track id. Core's own producers
 also emit visibility [T, 1] (GenerateTracks and WanMoveTracksFromCoords with
 a ``track_mask``: one flag per frame for every track); it broadcasts, as core's
-consumers broadcast it, and so do [T] and [1, N]. This pack adds four
+consumers broadcast it, and so do [T] and [1, N]. This pack adds six
 optional keys: ``track_size`` float32 [T, N, 2] (box width, height in pixels),
 ``track_confidence`` float32 [T, N], ``track_opacity`` float32 [T, N] in
 0..1 (how strongly each point is drawn: births and deaths fade in and out),
 ``track_text``, a list of N strings (a name per track, e.g. for labels), and
 ``track_frame_size``, [width, height] of the frames the positions were
-measured on (so they are never drawn on frames of another size).
+measured on (so they are never drawn on frames of another size), and
+``track_cuts``, the frames (1..T-1, ascending) that start a new shot (so no
+trail reaches across a scene cut).
 
 :func:`normalize_tracks` turns such a dict (torch tensors or NumPy arrays)
 into an immutable :class:`Tracks`. The track file lives in ``track_file``,
@@ -34,6 +36,7 @@ CONFIDENCE_KEY = "track_confidence"
 OPACITY_KEY = "track_opacity"
 TEXT_KEY = "track_text"
 FRAME_SIZE_KEY = "track_frame_size"
+CUTS_KEY = "track_cuts"
 MAX_TEXT = 1_000  # characters of one track's text
 _MASK_PRODUCERS = "core GenerateTracks / WanMoveTracksFromCoords with 'track_mask' connected"
 
@@ -134,6 +137,21 @@ def checked_frame_size(value, label: str) -> tuple:
     return int(array[0]), int(array[1])
 
 
+def shot_cuts(value, label: str, frames: int) -> tuple:
+    """The frames that start a new shot, as a tuple of ascending whole numbers in 1..``frames`` - 1."""
+    array = host_array(value, label)
+    numbers = array.dtype != bool and (np.issubdtype(array.dtype, np.integer)
+                                       or np.issubdtype(array.dtype, np.floating))
+    if array.size == 0:
+        return ()
+    if not numbers or array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(array != np.round(array)) \
+            or np.any(array < 1) or np.any(array > frames - 1) or np.any(np.diff(array) <= 0):
+        allowed = f"ascending whole numbers in 1..{frames - 1}" if frames > 1 else "none, for one frame"
+        raise ValueError(f"{label} must list the frames that start a new shot: {allowed} (frame 0 starts the "
+                         f"first shot; the tracks have {frames} frame(s)), got {value!r}")
+    return tuple(int(frame) for frame in array)
+
+
 @dataclass(frozen=True, eq=False)
 class Tracks:
     """Checked, read-only tracks: ``T`` frames of ``N`` persistent track columns.
@@ -149,6 +167,7 @@ class Tracks:
             (fades at births and deaths), or None (all 1).
         text: tuple of N strings, each track's own text ('' for none), or None.
         frame_size: (width, height) of the frames the positions were measured on, or None (unknown).
+        cuts: the frames that start a new shot (ascending, in 1..T-1); () for one shot.
 
     The constructor copies and checks its inputs (``name`` labels error messages,
     ``keys`` maps a contract key to the name its source gives it);
@@ -164,6 +183,7 @@ class Tracks:
     opacity: np.ndarray | None = None
     text: tuple | None = None
     frame_size: tuple | None = None
+    cuts: tuple = ()
     name: InitVar[str] = "tracks"
     keys: InitVar[dict | None] = None
 
@@ -211,6 +231,8 @@ class Tracks:
             object.__setattr__(self, "text", track_texts(self.text, label(TEXT_KEY), path.shape[1]))
         if self.frame_size is not None:
             object.__setattr__(self, "frame_size", checked_frame_size(self.frame_size, label(FRAME_SIZE_KEY)))
+        object.__setattr__(self, "cuts", shot_cuts(() if self.cuts is None else self.cuts, label(CUTS_KEY),
+                                                   path.shape[0]))
 
     @property
     def frame_count(self) -> int:
@@ -235,6 +257,8 @@ class Tracks:
             result[TEXT_KEY] = list(self.text)
         if self.frame_size is not None:
             result[FRAME_SIZE_KEY] = list(self.frame_size)
+        if self.cuts:
+            result[CUTS_KEY] = list(self.cuts)
         return result
 
 
@@ -255,7 +279,7 @@ def normalize_tracks(tracks, name: str = "tracks") -> Tracks:
                          f"'{PATH_KEY}' [T, N, 2] and '{VISIBILITY_KEY}' [T, N]")
     return Tracks(tracks[PATH_KEY], tracks[VISIBILITY_KEY], tracks.get(SIZE_KEY),
                   tracks.get(CONFIDENCE_KEY), tracks.get(OPACITY_KEY), tracks.get(TEXT_KEY),
-                  tracks.get(FRAME_SIZE_KEY), name=name)
+                  tracks.get(FRAME_SIZE_KEY), tracks.get(CUTS_KEY), name=name)
 
 
 def fill_hidden(values: np.ndarray, visibility: np.ndarray) -> np.ndarray:

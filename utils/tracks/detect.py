@@ -1093,7 +1093,7 @@ def track_clip(frames, detector: TrackDetector, point_size: float = 16.0, subjec
                 len(used), count, len(detector.cuts),
                 f" at frame(s) {', '.join(map(str, detector.cuts))}" if detector.cuts else "")
     return Tracks(path, visible, np.full(path.shape, point_size, np.float32), opacity=opacity,
-                  frame_size=detector.frame_size, name="detected tracks")
+                  frame_size=detector.frame_size, cuts=detector.cuts, name="detected tracks")
 
 
 def prepare_ahead(detector: TrackDetector, frames: Iterable[tuple], threads: int = PREPARE_THREADS

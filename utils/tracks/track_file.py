@@ -9,6 +9,7 @@ import numpy as np
 
 from .contract import (
     CONFIDENCE_KEY,
+    CUTS_KEY,
     FRAME_SIZE_KEY,
     OPACITY_KEY,
     PATH_KEY,
@@ -22,7 +23,7 @@ from .contract import (
 JSON_FORMAT = "trackoverlay.tracks"
 JSON_VERSION = 1
 _FILE_KEYS = {PATH_KEY: "path", VISIBILITY_KEY: "visible", SIZE_KEY: "size", CONFIDENCE_KEY: "confidence",
-              OPACITY_KEY: "opacity", TEXT_KEY: "text", FRAME_SIZE_KEY: "frame_size"}
+              OPACITY_KEY: "opacity", TEXT_KEY: "text", FRAME_SIZE_KEY: "frame_size", CUTS_KEY: "cuts"}
 
 
 def _short_floats(values: np.ndarray) -> list:
@@ -47,9 +48,9 @@ def tracks_to_json(tracks) -> str:
     """Serialise tracks (a :class:`Tracks` or TRACKS dict) in format version 1.
 
     Optional keys: ``size``, ``confidence``, ``opacity`` (per frame and track),
-    ``text`` (one string per track) and ``frame_size`` ([width, height] of the
-    frames the positions were measured on); readers that predate the last two
-    ignore them.
+    ``text`` (one string per track), ``frame_size`` ([width, height] of the
+    frames the positions were measured on) and ``cuts`` (the frames that start
+    a new shot); readers that predate the last three ignore them.
     """
     tracks = normalize_tracks(tracks)
     document = {
@@ -70,6 +71,8 @@ def tracks_to_json(tracks) -> str:
         document["text"] = list(tracks.text)
     if tracks.frame_size is not None:
         document["frame_size"] = list(tracks.frame_size)
+    if tracks.cuts:
+        document["cuts"] = list(tracks.cuts)
     return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
@@ -140,7 +143,8 @@ def tracks_from_json(text: str, source: str = "tracks JSON") -> Tracks:
         if document.get(key) is not None:
             optional[key] = _json_array(document, key, (frames, count) + tail, source)
     return Tracks(path, visible, optional.get("size"), optional.get("confidence"), optional.get("opacity"),
-                  document.get("text"), document.get("frame_size"), name=source, keys=_FILE_KEYS)
+                  document.get("text"), document.get("frame_size"), document.get("cuts"), name=source,
+                  keys=_FILE_KEYS)
 
 
 def save_tracks_json(tracks, path: str | os.PathLike) -> None:

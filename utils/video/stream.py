@@ -103,6 +103,7 @@ class FramePoints:
         sizes: float32 [N, 2] box width, height per point, or None.
         opacity: float32 [N] 0..1 per point (births and deaths fade), or None (all 1).
         texts: one string per point, its track's own text (for labels), or None.
+        shot_start: whether a new shot starts at this frame (a scene cut: trails of earlier frames end).
     """
 
     positions: np.ndarray
@@ -110,6 +111,7 @@ class FramePoints:
     sizes: np.ndarray | None = None
     opacity: np.ndarray | None = None
     texts: tuple | None = None
+    shot_start: bool = False
 
     def __post_init__(self):
         count = len(self.visible)
@@ -190,7 +192,7 @@ class DetectedPoints(PointSource):
 
     def _points(self, done) -> FramePoints:
         self.frames_with_points += bool(np.any(done.visible))
-        return FramePoints(done.positions, done.visible, opacity=done.opacity)
+        return FramePoints(done.positions, done.visible, opacity=done.opacity, shot_start=done.shot_start)
 
     def pairs(self, frames):
         held = deque()
@@ -243,7 +245,7 @@ class TrackPoints(PointSource):
         t = index if tracks.frame_count > 1 else 0
         sizes = None if tracks.size is None else tracks.size[t]
         opacity = None if tracks.opacity is None else tracks.opacity[t]
-        return FramePoints(tracks.path[t], tracks.visibility[t], sizes, opacity, tracks.text)
+        return FramePoints(tracks.path[t], tracks.visibility[t], sizes, opacity, tracks.text, t in tracks.cuts)
 
     def finish(self, frames, limited):
         if frames < self.tracks.frame_count and self.tracks.frame_count > 1 and not limited:
@@ -295,8 +297,9 @@ class TrailHistory:
     """The last ``frames`` frames' points of every track column, in a ring of constant size.
 
     Columns seen for the first time are hidden in the frames before, as are
-    frames before the first one pushed, so :meth:`window` holds what the batch
-    trail builder sees of those frames.
+    frames before the first one pushed and, from a frame that starts a shot,
+    every frame before it; so :meth:`window` holds what the batch trail builder
+    sees of those frames.
     """
 
     def __init__(self, frames: int):
@@ -314,6 +317,8 @@ class TrailHistory:
             self.path = np.concatenate([self.path, np.full((self.frames, extra, 2), np.nan, np.float32)], axis=1)
             self.visible = np.concatenate([self.visible, np.zeros((self.frames, extra), bool)], axis=1)
             self.opacity = np.concatenate([self.opacity, np.ones((self.frames, extra), np.float32)], axis=1)
+        if points.shot_start:
+            self.visible[:] = False
         slot = self.pushed % self.frames
         self.path[slot] = np.nan
         self.path[slot, :count] = points.positions
