@@ -4,7 +4,8 @@
 "foliage") seen by a camera that pans at a known speed, with a textured
 square (the "subject") moving over it at a known speed; each shot has its
 own palette, so the shots differ as a cut does. It returns the frames, the
-subject's mask per frame and the cut frames.
+subject's mask per frame and the cut frames. :func:`passer_clip` renders a
+still wall with marks and a textured figure walking across in front of it.
 """
 
 from __future__ import annotations
@@ -83,3 +84,36 @@ def on_mask_share(tracks, masks: np.ndarray, reach: int = 2) -> float:
         hits += int(near[xy[:, 1], xy[:, 0]].sum())
         total += len(points)
     return hits / max(total, 1)
+
+
+@dataclass(frozen=True)
+class Passer:
+    """frames uint8 [T, H, W, 3]; the figure covers columns ``left[t] .. left[t] + width - 1`` of frame ``t``."""
+
+    frames: np.ndarray
+    left: np.ndarray
+    width: int
+
+
+def passer_clip(frames: int = 100, width: int = 320, height: int = 200, speed: float = 4.0, mark: float = 100.0,
+                figure_width: int = 70) -> Passer:
+    """A still light wall (grey 200, grain of 2 levels) with twelve dark squares of grey ``mark`` (corners that
+    never move), and a figure with a smooth texture, as tall as most of the frame, walking across from left to
+    right at ``speed`` px/frame in front of it (a person walking past: the wall's corners must stay put)."""
+    rng = np.random.default_rng(3)
+    wall = np.full((height, width), 200.0, np.float32)
+    for index in range(12):
+        x, y = 30 + (index % 6) * 45, 60 + (index // 6) * 70
+        wall[y:y + 12, x:x + 12] = mark
+    wall += rng.normal(0.0, 2.0, wall.shape).astype(np.float32)
+    skin = cv2.resize(np.random.default_rng(9).random((25, 12)).astype(np.float32), (figure_width, height),
+                      interpolation=cv2.INTER_CUBIC) * 120.0 + 100.0
+    left = np.round(-figure_width - 10 + speed * np.arange(frames)).astype(int)
+    video = np.zeros((frames, height, width, 3), np.uint8)
+    for t in range(frames):
+        image = wall.copy()
+        first, stop = max(left[t], 0), min(left[t] + figure_width, width)
+        if stop > first:
+            image[20:190, first:stop] = skin[20:190, first - left[t]:stop - left[t]]
+        video[t] = np.clip(image + 0.5, 0, 255).astype(np.uint8)[..., None]
+    return Passer(video, left, figure_width)

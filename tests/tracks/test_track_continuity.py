@@ -3,7 +3,7 @@
 import cv2
 import numpy as np
 import pytest
-from synthetic import GREYS, make_clip, on_mask_share
+from synthetic import GREYS, make_clip, on_mask_share, passer_clip
 from trackoverlay.utils.tracks.cuts import CutDetector, colour_histogram, reduced_frame
 from trackoverlay.utils.tracks import detect
 from trackoverlay.utils.tracks.detect import TrackDetector, detect_tracks, follow_copy, track_clip
@@ -44,7 +44,22 @@ def test_tracks_hold_and_the_count_stays_near_max_points(corners_run):
     assert quality.one_frame_share == 0.0 and quality.empty_frames == 0
     assert quality.median_life >= 15  # shots of 20 frames
     assert quality.count_swing <= 0.1 * PARAMS["max_points"]
-    assert quality.mean_live >= 0.9 * PARAMS["max_points"]
+    assert quality.mean_live >= 0.875 * PARAMS["max_points"]  # a point the subject passes over waits hidden
+
+
+def test_a_figure_walking_past_does_not_drag_the_wall_points_along():
+    """The wall's corners stay where they are while a textured figure passes in front of them: hidden, then
+    found again, not pulled along its edge (18 of the 26 wall-born tracks were, before)."""
+    clip = passer_clip()
+    tracks = detect_tracks(clip.frames, **PARAMS)
+    path, visible = tracks.path, tracks.visibility
+    columns = np.arange(tracks.track_count)
+    born = visible.argmax(axis=0)
+    x = path[born, columns, 0]
+    on_wall = (x < clip.left[born] - 12) | (x > clip.left[born] + clip.width + 12)
+    travelled = np.array([np.ptp(path[visible[:, n], n, 0]) for n in columns])
+    assert on_wall.sum() >= 20
+    assert np.count_nonzero(on_wall & (travelled > 15)) <= 5
 
 
 def test_tracks_end_only_where_their_point_is_hidden_or_leaves(panning_cut):

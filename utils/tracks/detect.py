@@ -18,7 +18,10 @@ Per frame, :class:`TrackDetector`:
    compete for the spots, looking farther each frame, so crossing dots keep
    their ids when they part); a
    point that fails (but not one that left the frame) waits to be found
-   again for ``REACQUIRE_FRAMES`` frames, moving on at its last speed;
+   again for ``REACQUIRE_FRAMES`` frames, moving on at its last speed. A
+   point that sat still and is pulled onto moving pixels (something passing
+   in front of it) is hidden there, not dragged along, and is taken back only
+   by a point off moving pixels;
 4. detects new points every ``redetect_interval`` frames (bright spots:
    every frame, as they are found anyway), on a shot's first frame, and
    whenever fewer than ``REFILL_SHARE`` of ``max_points`` are live. New
@@ -109,6 +112,10 @@ side is at most this many pixels: a 4K frame is worked on at 1920x1080, its 21-p
 much of the picture as on a 1080p frame, and its corners those of the picture, not of its grain. At full 4K,
 following (the one step that waits for the frame before) took ~20 ms a frame, and corners ~50 ms."""
 _STILL_MEMORY = 0.5  # weight of the newest frame in a track's running motion
+SETTLED_FRAMES = 8
+"""Frames in a row a point must not move on its own (under ``STILL_SPEED``) before moving pixels that pull it
+away count as passing in front of it (:func:`_pulled_away`); a camera motion measured on moving content can
+make a moving point look still for a few frames."""
 CORE_MAX_SIDE = 1280
 """Bright spots' cores (which split spots whose glows touch) are found on a copy of the frame halved until its
 longer side is at most this many pixels: a full-size search took ~4 ms more a 1080p frame, ~40 ms at 4K."""
@@ -194,18 +201,20 @@ def subject_masks(subject, frames: int, height: int, width: int) -> np.ndarray:
 @dataclass
 class _Lost:
     """Tracks lost by the follower, waiting to be found again: column ids, predicted points
-    (OpenCV convention), last frame-to-frame moves and the frame they were lost in."""
+    (OpenCV convention), last frame-to-frame moves, the frame they were lost in and whether they had
+    settled (a settled point is taken back only by a candidate off moving pixels)."""
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     points: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
     steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
     since: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    settled: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     frame: int = 0  # the frame the points are predicted for
 
     def select(self, keep: np.ndarray) -> None:
         """Keep only the entries where ``keep`` is true."""
-        self.ids, self.points, self.steps, self.since = (self.ids[keep], self.points[keep], self.steps[keep],
-                                                         self.since[keep])
+        self.ids, self.points, self.steps, self.since, self.settled = (
+            self.ids[keep], self.points[keep], self.steps[keep], self.since[keep], self.settled[keep])
 
     def advance(self, frame: int) -> None:
         """On to ``frame``: entries older than ``REACQUIRE_FRAMES`` go, the rest move on at their last speed."""
@@ -213,11 +222,12 @@ class _Lost:
         self.points = self.points + (frame - self.frame) * self.steps
         self.frame = frame
 
-    def add(self, ids: np.ndarray, points: np.ndarray, steps: np.ndarray, frame: int) -> None:
+    def add(self, ids: np.ndarray, points: np.ndarray, steps: np.ndarray, frame: int, settled: np.ndarray) -> None:
         self.ids = np.concatenate([self.ids, ids])
         self.points = np.concatenate([self.points, points]).astype(np.float32)
         self.steps = np.concatenate([self.steps, steps]).astype(np.float32)
         self.since = np.concatenate([self.since, np.full(len(ids), frame)])
+        self.settled = np.concatenate([self.settled, settled])
         self.frame = frame
 
 
@@ -597,6 +607,19 @@ def gpu_flow():
     return GpuFlow(_LK_WINDOW, _LK_PARAMS["maxLevel"], iterations, epsilon, _LK_PARAMS["minEigThreshold"])
 
 
+def _pulled_away(settled: np.ndarray, own: np.ndarray, points: np.ndarray, motion: MotionFrame | None
+                 ) -> np.ndarray:
+    """bool [n]: points that were ``settled`` (still for ``SETTLED_FRAMES``) and now moved on their own by over
+    twice ``STILL_SPEED`` (``own``, pixels per frame, camera motion taken out) onto moving pixels: something
+    passing in front dragged them along (a person walking past a wall's corners). Such a point is hidden, not
+    moved: it waits in the lost pool, where it was, to be found again once the view clears."""
+    if motion is None:
+        return np.zeros(len(points), bool)
+    pulled = settled & (own > 2 * STILL_SPEED)
+    pulled[pulled] = motion.level_at(points[pulled]) > MOVING_LEVEL
+    return pulled
+
+
 def _follow(previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray,
             window: int = _LK_WINDOW, scale: tuple = (1, 1), flow=None):
     """LK-tracked positions from gray ``previous`` into ``current`` (starting from ``guess``, a patch
@@ -698,6 +721,7 @@ class TrackDetector:
         self._live_ids = np.zeros(0, np.int64)
         self._live_points = np.zeros((0, 2), np.float32)  # OpenCV convention (centres on integers)
         self._live_speed = np.zeros(0, np.float32)  # running own motion, pixels per frame
+        self._live_settled = np.zeros(0, np.int64)  # frames in a row each has not moved on its own
         self._live_step = np.zeros((0, 2), np.float32)  # last frame-to-frame move
         self._lost = _Lost()
         self._pending: PreparedFrame | None = None
@@ -817,7 +841,7 @@ class TrackDetector:
         if frame.shot_start:
             self._end_all()
         else:
-            self._follow_live(frame, spots)
+            self._follow_live(frame, spots, motion)
         live = len(self._live_ids)
         due = (frame.shot_start or frame.index % self.redetect_interval == 0 or spots is not None  # found anyway
                or (live < REFILL_SHARE * self.max_points and not self._starved))
@@ -832,6 +856,7 @@ class TrackDetector:
         """A new shot: every track ends, none waits to be found again."""
         self._live_ids, self._live_points = np.zeros(0, np.int64), np.zeros((0, 2), np.float32)
         self._live_speed, self._live_step = np.zeros(0, np.float32), np.zeros((0, 2), np.float32)
+        self._live_settled = np.zeros(0, np.int64)
         self._lost = _Lost()
 
     def _carry(self, points: np.ndarray) -> np.ndarray:
@@ -840,9 +865,11 @@ class TrackDetector:
             return points.copy()
         return (points @ self._camera[:, :2].T + self._camera[:, 2]).astype(np.float32)
 
-    def _follow_live(self, frame: PreparedFrame, spots: _Spots | None) -> None:
-        """Move live points into ``frame``; the ones that fail wait in the lost pool."""
+    def _follow_live(self, frame: PreparedFrame, spots: _Spots | None, motion: MotionFrame | None) -> None:
+        """Move live points into ``frame``; the ones that fail wait in the lost pool, and so do still ones
+        pulled onto moving pixels (:func:`_pulled_away`)."""
         gap = frame.index - self._previous.index  # 2 after a flash frame
+        settled = self._live_settled >= SETTLED_FRAMES
         guess = self._carry(self._live_points)
         self._lost.advance(frame.index)
         merged = np.zeros(len(self._live_ids), bool)
@@ -868,17 +895,21 @@ class TrackDetector:
         if frame.near_subject is not None:
             ok &= _in_region(points, frame.near_subject)
         own = np.hypot(*(points - guess).T) / gap
+        if spots is None:  # a bright spot is matched by its predicted motion instead
+            ok &= ~_pulled_away(ok & settled, own, points, motion)
         self._live_speed = ((1 - _STILL_MEMORY) * self._live_speed + _STILL_MEMORY * own).astype(np.float32)
         still = ok & (self._live_speed < STILL_SPEED) if self.method == "motion" else np.zeros(len(ok), bool)
         height, width = frame.gray.shape
         lost = ~ok & (ahead[:, 0] >= -0.5) & (ahead[:, 0] <= width - 0.5)  # gone out of frame: not waited for
         lost &= (ahead[:, 1] >= -0.5) & (ahead[:, 1] <= height - 0.5)
-        self._lost.add(self._live_ids[lost], ahead[lost], self._live_step[lost], frame.index)
+        self._lost.add(self._live_ids[lost], ahead[lost], self._live_step[lost], frame.index, settled[lost])
         kept = ok & ~still
         step = np.where(merged[:, None], self._live_step, (points - self._live_points) / gap)  # merged: as before
         self._live_step = step[kept].astype(np.float32)
         self._live_ids, self._live_points = self._live_ids[kept], points[kept].astype(np.float32)
         self._live_speed = self._live_speed[kept]
+        self._live_settled = np.select([own < STILL_SPEED, own <= 2 * STILL_SPEED],  # a creep keeps the count
+                                       [self._live_settled + 1, self._live_settled], 0)[kept]
         if back is not None:  # lost spots found again: live once more, moving on as they did
             self._add_live(*back)
 
@@ -970,6 +1001,7 @@ class TrackDetector:
         keep[gone] = False
         self._live_ids, self._live_points = self._live_ids[keep], self._live_points[keep]
         self._live_speed, self._live_step = self._live_speed[keep], self._live_step[keep]
+        self._live_settled = self._live_settled[keep]
         return room + release
 
     def _detect(self, frame: PreparedFrame, following: PreparedFrame | None, motion: MotionFrame | None,
@@ -992,6 +1024,11 @@ class TrackDetector:
         if len(lost.ids) and len(candidates):
             radius = max(2.0, 0.5 * self.min_distance)
             distance, index = cKDTree(candidates).query(lost.points, k=1, distance_upper_bound=radius)
+            if motion is not None and spots is None:  # a settled point is found on itself, not on what passes
+                near = np.isfinite(distance)
+                moving = np.zeros(len(distance), bool)
+                moving[near] = motion.level_at(candidates[index[near]]) > MOVING_LEVEL
+                distance[lost.settled & moving] = np.inf
             for entry in np.argsort(distance, kind="stable"):
                 if taken == room or not np.isfinite(distance[entry]):
                     break
@@ -1039,6 +1076,7 @@ class TrackDetector:
         self._live_ids = np.concatenate([self._live_ids, ids])
         self._live_points = np.concatenate([self._live_points, points]).astype(np.float32)
         self._live_speed = np.concatenate([self._live_speed, np.full(len(ids), 4 * STILL_SPEED, np.float32)])
+        self._live_settled = np.concatenate([self._live_settled, np.zeros(len(ids), np.int64)])
         self._live_step = np.concatenate([self._live_step, steps]).astype(np.float32)
 
     def _away_from_live(self, candidates: np.ndarray) -> np.ndarray:
