@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from contextlib import closing, contextmanager
 
-from comfy_api.latest import InputImpl, io
+from comfy_api.latest import InputImpl, io, ui
 
 from ..utils.core.checks import Range
 from ..utils.core.log import LOGGER
@@ -170,11 +170,12 @@ class OverlayVideoNode(io.ComfyNode):
                             "video overlay"],
             description="Decodes a video frame by frame, finds points (or takes the connected tracks), links "
                         "them and draws boxes, and encodes the result to H.264 in ComfyUI's temp folder, so "
-                        "memory does not grow with the video's length. The audio is kept. Connect the output "
-                        "to Save Video. With layer_only it saves the overlay alone with alpha (ProRes 4444 .mov) "
-                        "in ComfyUI's output folder for compositing; Save Video then stores it over black, without "
-                        "alpha (it cannot store ProRes 4444 with its alpha).",
-            is_output_node=True,  # runs without a consumer: the layer_only file is itself the result
+                        "memory does not grow with the video's length. The audio is kept. The node shows the "
+                        "result; connect the output to Save Video to keep it. With layer_only it saves the "
+                        "overlay alone with alpha (ProRes 4444 .mov) in ComfyUI's output folder for compositing "
+                        "(the node says where); Save Video then stores it over black, without alpha (it cannot "
+                        "store ProRes 4444 with its alpha).",
+            is_output_node=True,  # runs without a consumer: it shows its result, and a layer is itself one
             inputs=[
                 io.Video.Input("video", tooltip="The video to draw on (from Load Video, for example)."),
                 backend_input(),
@@ -225,7 +226,14 @@ class OverlayVideoNode(io.ComfyNode):
             finally:
                 renderer.close()
         LOGGER.info("Overlay Video: wrote %d frame(s) to %s", count, output)
-        return io.NodeOutput(LayerVideo(output) if layer_only else InputImpl.VideoFromFile(output))
+        if layer_only:  # a browser cannot play ProRes 4444: say where the layer is
+            where = os.path.relpath(output, folder_paths.get_output_directory())
+            shown = ui.PreviewText(f"The overlay alone with alpha ({count} frames, ProRes 4444) is saved in the "
+                                   f"output folder as {where}")
+            return io.NodeOutput(LayerVideo(output), ui=shown)
+        subfolder, name = os.path.split(os.path.relpath(output, temp))
+        return io.NodeOutput(InputImpl.VideoFromFile(output),
+                             ui=ui.PreviewVideo([ui.SavedResult(name, subfolder, io.FolderType.temp)]))
 
 
 NODES = (OverlayVideoNode,)

@@ -321,12 +321,21 @@ class ComfyNode:
         return type(cls.__name__, (cls,), {"hidden": HiddenHolder(hidden_inputs)})
 
 
+class FolderType(str, Enum):
+    """comfy_api.latest.io.FolderType: where a saved file lies."""
+
+    input = "input"
+    output = "output"
+    temp = "temp"
+
+
 io = types.ModuleType("comfy_api.latest.io")
 for _name, _value in {
     "Input": Input, "WidgetInput": WidgetInput, "Output": Output, "comfytype": comfytype, "Custom": Custom,
     "ComfyTypeIO": ComfyTypeIO, "Boolean": Boolean, "Int": Int, "Float": Float, "String": String, "Combo": Combo,
     "Image": Image, "Mask": Mask, "Video": Video, "Tracks": Tracks, "Audio": Audio, "Hidden": Hidden,
     "HiddenHolder": HiddenHolder, "Schema": Schema, "NodeOutput": NodeOutput, "ComfyNode": ComfyNode,
+    "FolderType": FolderType,
 }.items():
     setattr(io, _name, _value)
 
@@ -415,6 +424,23 @@ class PreviewText:
         return {"text": (self.value,)}
 
 
+class SavedResult(dict):
+    """comfy_api.latest.ui.SavedResult: a file ComfyUI serves, by name, subfolder and folder type."""
+
+    def __init__(self, filename: str, subfolder: str, type: FolderType):  # noqa: A002 - core's name
+        super().__init__(filename=filename, subfolder=subfolder, type=type.value)
+
+
+class PreviewVideo:
+    """comfy_api.latest.ui.PreviewVideo: videos shown on the node."""
+
+    def __init__(self, values: list, **kwargs):
+        self.values = values
+
+    def as_dict(self) -> dict:
+        return {"images": self.values, "animated": (True,)}
+
+
 class ExecutionBlocker:
     """comfy_execution.graph_utils.ExecutionBlocker: downstream nodes stop with ``message``."""
 
@@ -432,7 +458,7 @@ def install_comfy_api() -> None:
     latest = types.ModuleType("comfy_api.latest")
     latest.io = io
     latest.ComfyExtension = ComfyExtension
-    latest.ui = types.SimpleNamespace(PreviewText=PreviewText)
+    latest.ui = types.SimpleNamespace(PreviewText=PreviewText, PreviewVideo=PreviewVideo, SavedResult=SavedResult)
     latest.InputImpl = types.SimpleNamespace(VideoFromFile=VideoFromFile, VideoFromComponents=VideoFromComponents)
     latest.Types = types.SimpleNamespace(VideoComponents=VideoComponents)
     package = types.ModuleType("comfy_api")

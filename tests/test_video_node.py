@@ -129,10 +129,16 @@ def files_under(folder) -> list:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
-def run_node(video, **inputs):
-    """Overlay Video with its widget defaults (CPU, bright-spot detection), overridden by ``inputs``."""
+def node_output(video, **inputs):
+    """Overlay Video's NodeOutput with its widget defaults (CPU, bright-spot detection), overridden by
+    ``inputs``."""
     widgets = {**WIDGETS, "backend": "cpu", "detect_method": "bright", "detect_min_distance": 6.0, "crf": 0}
-    (result,) = NODE.execute(video=video, **{**widgets, **inputs}).args
+    return NODE.execute(video=video, **{**widgets, **inputs})
+
+
+def run_node(video, **inputs):
+    """Overlay Video's VIDEO (see :func:`node_output`)."""
+    (result,) = node_output(video, **inputs).args
     return result
 
 
@@ -147,8 +153,11 @@ def one_box_tracks(frames=1) -> dict:
 def test_streams_a_video_into_a_new_video_in_the_temp_folder(comfy, clip_file):
     temp, _, calls = comfy
     before = digest(clip_file)
-    result = run_node(FileVideo(clip_file))
+    output = node_output(FileVideo(clip_file))
+    (result,) = output.args
     assert isinstance(result, VideoFromFile)  # the core VIDEO type, backed by the new file
+    assert output.ui.as_dict() == {"images": [{"filename": "overlay_00001_.mp4", "subfolder": "TrackOverlay",
+                                               "type": "temp"}], "animated": (True,)}  # shown without Save Video
     assert files_under(temp) == ["TrackOverlay/overlay_00001_.mp4"]
     assert result.path == str(temp / "TrackOverlay" / "overlay_00001_.mp4")
     info = probe_video(result.path)
@@ -163,8 +172,11 @@ def test_save_video_stores_the_layer_over_black(comfy, clip_file, tmp_path):
     """Core Save Video copies a VIDEO's streams into MP4, which refuses the layer's ProRes ("'mp4' format does
     not support 'prores'"). The layer's VIDEO saves the layer premultiplied over black instead, frame for frame
     and at the same times; the .mov with alpha is left as it is."""
-    result = run_node(FileVideo(clip_file), layer_only=True)
+    output = node_output(FileVideo(clip_file), layer_only=True)
+    (result,) = output.args
     layer = result.layer_path
+    (said,) = output.ui.as_dict()["text"]  # a browser cannot play the layer: the node says where it is
+    assert f"({FRAMES} frames, ProRes 4444)" in said and said.endswith("TrackOverlay/layer_00001_.mov")
     assert files_under(tmp_path / "output") == ["TrackOverlay/layer_00001_.mov"]
     with pytest.raises(ValueError, match="does not support 'prores'"):
         VideoFromFile(layer).save_to(str(tmp_path / "copied.mp4"))
