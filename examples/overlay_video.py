@@ -58,16 +58,17 @@ from trackoverlay.utils.tracks.demo import DemoClip
 from trackoverlay.utils.tracks.detect import METHODS, TrackDetector
 from trackoverlay.utils.tracks.track_file import load_tracks_json
 from trackoverlay.utils.video.budget import Budget
-from trackoverlay.utils.video.formats import CODECS, choose_format
+from trackoverlay.utils.video.formats import CODECS
 from trackoverlay.utils.video.io import MAX_FPS, X264_PRESETS
 from trackoverlay.utils.video.nvcodec import DECODERS, ENCODERS, choose_decoder, nvenc_writes
-from trackoverlay.utils.video.paths import check_output, is_folder_spelling
+from trackoverlay.utils.video.paths import is_folder_spelling
 from trackoverlay.utils.video.stream import (
     DemoPoints,
     DetectedPoints,
     FrameSource,
     OverlaySpec,
     TrackPoints,
+    check_main_output,
     render_video,
 )
 
@@ -549,8 +550,7 @@ def run(args) -> tuple[int, str]:
     apply_look(args, mode)
     output = args.output if args.output is not None else default_output(args, mode)
     # an output that cannot be written is told before any work (the writers check it again when they open it)
-    check_output(output, [args.input, args.tracks], "output" if is_folder_spelling(output) else "video")
-    choose_format(output, args.layer_only, args.codec)
+    check_main_output(output, [args.input, args.tracks], args.layer_only, args.codec)
     source = open_source(args, mode, tracks)
     renderer = None
     try:

@@ -427,7 +427,7 @@ class PreviewText:
 class SavedResult(dict):
     """comfy_api.latest.ui.SavedResult: a file ComfyUI serves, by name, subfolder and folder type."""
 
-    def __init__(self, filename: str, subfolder: str, type: FolderType):  # noqa: A002 - core's name
+    def __init__(self, filename: str, subfolder: str, type: FolderType):  # core names it "type"
         super().__init__(filename=filename, subfolder=subfolder, type=type.value)
 
 

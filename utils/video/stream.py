@@ -58,6 +58,7 @@ from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
 from ..tracks.detect import PREPARE_THREADS, TrackDetector, prepare_ahead
 from . import paths
+from .formats import choose_format
 from .audio import AudioCopy
 from .budget import Budget
 from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video, probe_video
@@ -642,6 +643,18 @@ class FrameRange:
         return min(stops) if stops else None
 
 
+def main_output_label(output) -> str:
+    """What errors call a render's main output, as its writer does: "output" (a PNG folder) or "video"."""
+    return "output" if paths.is_folder_spelling(os.fspath(output)) else "video"
+
+
+def check_main_output(output, inputs=(), layer_only: bool = False, codec: str = "h264") -> None:
+    """Refuse, before any work, a main output that its writer would refuse on opening (the writer checks it
+    again): a wrong extension, a folder that is not empty, one of ``inputs``."""
+    paths.check_output(output, inputs, what=main_output_label(output))
+    choose_format(output, layer_only, codec)
+
+
 def _open_outputs(output, png_dir, source: FrameSource, inputs, layer_only: bool, codec: str, crf: int,
                   preset: str, audio: bool, encoder: str = "cpu") -> list:
     """The writers of a render (checked against the inputs and each other), main output first."""
@@ -651,7 +664,8 @@ def _open_outputs(output, png_dir, source: FrameSource, inputs, layer_only: bool
         if paths.is_folder_spelling(os.fspath(output)):
             if encoder == "nvenc":
                 raise ValueError(f"encoder 'nvenc' writes .mp4/.mov video, and {os.fspath(output)} is a PNG folder")
-            writers.append(PngSequenceWriter(output, layer_only=layer_only, inputs=protect, what="output"))
+            writers.append(PngSequenceWriter(output, layer_only=layer_only, inputs=protect,
+                                             what=main_output_label(output)))
             if audio and source.audio:
                 LOGGER.warning("%s: audio not kept: PNG folders have no sound", source.path)
         else:
