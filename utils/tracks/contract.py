@@ -9,7 +9,7 @@ consumers broadcast it, and so do [T] and [1, N]. This pack adds six
 optional keys: ``track_size`` float32 [T, N, 2] (box width, height in pixels),
 ``track_confidence`` float32 [T, N], ``track_opacity`` float32 [T, N] in
 0..1 (how strongly each point is drawn: births and deaths fade in and out),
-``track_text``, a list of N strings (a name per track, e.g. for labels), and
+``track_text``, a list of N strings (a name per track, e.g. for labels),
 ``track_frame_size``, [width, height] of the frames the positions were
 measured on (so they are never drawn on frames of another size), and
 ``track_cuts``, the frames (1..T-1, ascending) that start a new shot (so no

@@ -866,7 +866,7 @@ class TrackDetector:
         return (points @ self._camera[:, :2].T + self._camera[:, 2]).astype(np.float32)
 
     def _follow_live(self, frame: PreparedFrame, spots: _Spots | None, motion: MotionFrame | None) -> None:
-        """Move live points into ``frame``; the ones that fail wait in the lost pool, and so do still ones
+        """Move live points into ``frame``; the ones that fail wait in the lost pool, and so do settled ones
         pulled onto moving pixels (:func:`_pulled_away`)."""
         gap = frame.index - self._previous.index  # 2 after a flash frame
         settled = self._live_settled >= SETTLED_FRAMES

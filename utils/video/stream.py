@@ -58,9 +58,9 @@ from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
 from ..tracks.detect import PREPARE_THREADS, TrackDetector, prepare_ahead
 from . import paths
-from .formats import choose_format
 from .audio import AudioCopy
 from .budget import Budget
+from .formats import choose_format
 from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video, probe_video
 from .nvcodec import FrameHandOver, open_frames, open_video_writer, place_frame
 from .pipeline import Pipeline, prefetched
