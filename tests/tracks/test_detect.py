@@ -6,7 +6,9 @@ import pytest
 from synthetic import make_clip
 from trackoverlay.utils.core.arrays import unit_to_uint8
 from trackoverlay.utils.tracks.detect import (
+    CORNER_REFERENCE,
     TrackDetector,
+    _corner_candidates,
     detect_tracks,
     prepare_ahead,
     track_clip,
@@ -323,6 +325,25 @@ def test_a_faint_square_still_gives_its_corners():
     tracks = detect_tracks(faint, method="corners", min_track_length=1)
     assert tracks.track_count == 4 and tracks.visibility.all()
     np.testing.assert_allclose(np.sort(tracks.path[-1], axis=0), np.sort(truth[-1], axis=0), atol=0.5)
+
+
+@pytest.mark.parametrize("contrast", [0.02, 0.1, 0.3, 1.0])
+@pytest.mark.parametrize("sensitivity", [0.0, 0.5, 1.0])
+def test_corners_are_opencvs_search_held_to_the_stronger_of_the_frame_and_the_reference(contrast, sensitivity):
+    """The corners of one search equal OpenCV's own search held to ``quality`` x max(the frame's strongest,
+    CORNER_REFERENCE), in the same order: on texture too faint for any corner, on faint texture (strongest under
+    the reference: contrasts 0.1 and 0.3) and on strong texture (1.0)."""
+    rng = np.random.default_rng(3)
+    noise = cv2.resize(rng.random((60, 80)).astype(np.float32), (320, 240), interpolation=cv2.INTER_CUBIC)
+    gray = np.clip(128 + contrast * (noise - 0.5) * 250, 0, 255).astype(np.uint8)
+    quality = 0.1 ** (1.0 + 2.0 * sensitivity)
+    strongest = float(cv2.cornerMinEigenVal(gray, 3).max())
+    assert (strongest > CORNER_REFERENCE) == (contrast == 1.0)
+    level = quality * max(strongest, CORNER_REFERENCE) / strongest  # OpenCV reads it relative to the strongest
+    expected = cv2.goodFeaturesToTrack(gray, 0, level, 20.0, blockSize=3)
+    expected = np.zeros((0, 2), np.float32) if expected is None else expected.reshape(-1, 2)
+    assert (len(expected) > 0) == (contrast > 0.02 and (sensitivity > 0 or contrast > 0.1))
+    np.testing.assert_array_equal(_corner_candidates(gray, sensitivity, 20.0, None), expected)
 
 
 def glow_clip(frames, starts, velocity, height=160, width=240):

@@ -246,29 +246,17 @@ def _in_region(points: np.ndarray, region: np.ndarray | None) -> np.ndarray:
     return region[y, x] > 0
 
 
-def _corner_strength(gray: np.ndarray, corner: np.ndarray) -> float:
-    """Shi-Tomasi strength (the smaller eigenvalue, as ``goodFeaturesToTrack`` with ``blockSize=3`` ranks it)
-    at integer pixel ``corner`` (x, y): worked out on the 7x7 patch around it, all it depends on."""
-    x, y = int(corner[0]), int(corner[1])
-    top, left = max(y - 3, 0), max(x - 3, 0)
-    patch = np.ascontiguousarray(gray[top:y + 4, left:x + 4])
-    return float(cv2.cornerMinEigenVal(patch, 3)[y - top, x - left])
-
-
 def _corner_candidates(gray, sensitivity, min_distance, region):
-    """Shi-Tomasi corners, strongest first: at least ``quality`` (0.1 strict .. 0.001 sensitive) times as strong
-    as the frame's strongest, or as :data:`CORNER_REFERENCE` where the frame has none as strong."""
+    """Shi-Tomasi corners, strongest first, stronger than ``quality`` (0.1 strict .. 0.001 sensitive) times the
+    frame's strongest or :data:`CORNER_REFERENCE`, whichever is larger. One search at the level relative to the strongest
+    finds both: corners are kept strongest first, each at ``min_distance`` from those kept before it, so holding
+    them to a higher level keeps a prefix of the same list (a second search there cost ~45 ms a 1080p frame)."""
     quality = 0.1 ** (1.0 + 2.0 * sensitivity)
-    options = {"maxCorners": 0, "minDistance": max(min_distance, 1.0), "blockSize": 3, "mask": region}
-    corners = cv2.goodFeaturesToTrack(gray, qualityLevel=quality, **options)
-    if corners is None:
+    corners, strengths = cv2.goodFeaturesToTrackWithQuality(gray, 0, quality, max(min_distance, 1.0), region,
+                                                            blockSize=3)
+    if corners is None or len(corners) == 0:
         return np.zeros((0, 2), np.float32)
-    strongest = _corner_strength(gray, corners[0, 0])
-    if strongest < CORNER_REFERENCE:  # a frame without texture: hold its corners to the reference
-        if strongest <= quality * CORNER_REFERENCE:
-            return np.zeros((0, 2), np.float32)
-        corners = cv2.goodFeaturesToTrack(gray, qualityLevel=quality * CORNER_REFERENCE / strongest, **options)
-    return corners.reshape(-1, 2)
+    return corners.reshape(-1, 2)[strengths.ravel() > quality * CORNER_REFERENCE]
 
 
 def _blob_candidates(gray, sensitivity, min_distance, region):
