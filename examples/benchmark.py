@@ -24,7 +24,8 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          (the default for yuv420p video) and with the RGB path forced; on the GPU with the nvcodec extra,
          one more run decodes with NVDEC. Each backend renders a short clip first (kernels compiled, caches
          warm: a first GPU run on a machine also compiles CuPy's kernels, once); every run is timed whole,
-         start-up included, as a user waits for it
+         start-up included, as a user waits for it, once per round (--video-rounds, default 3; the median
+         is reported)
   trails motion trails of 30 frames for 1000 points at 4K (TrailStyle defaults, width 3 px; points move
          2..8 px per frame with 1 px jitter, default_rng(0)): building them (whole clip and one streamed
          frame), and one frame drawn on the CPU, or on the GPU with the frame resident
@@ -576,14 +577,15 @@ def video_runs(clip: str, tracks: str, jumping: str, folder: str, preset: str, b
     return runs
 
 
-def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x2160")) -> dict:
+def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x2160"), rounds: int = 3) -> dict:
     """Frames per second of plain transcodes and of the CLI's renders of the same clip, same x264 settings,
-    in one run: {run: {size: fps}}."""
+    in one run: {run: {size: median fps}}. Every run is timed once per round, the rounds one after another, so
+    a slow spell of a shared machine reaches all runs alike, not one."""
     import tempfile
 
     from trackoverlay.utils.video.nvcodec import probe_nvdec
 
-    results = {}
+    samples = {}
     with tempfile.TemporaryDirectory(prefix="trackoverlay-bench-") as folder:
         _warm_up(folder, backends, preset)
         for size in sizes:
@@ -593,11 +595,13 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
             if "gpu" in backends and probe_nvdec()[0]:
                 runs["CLI, track file (100 points), gpu, NVDEC decode"] = lambda: _overlay_cli(
                     clip, os.path.join(folder, "out.mp4"), preset, "gpu", "--tracks", tracks, "--decoder", "nvdec")
-            for name, run in runs.items():
-                start = time.perf_counter()
-                run()
-                results.setdefault(name, {})[size] = frames / (time.perf_counter() - start)
-    return results
+            for _ in range(rounds):
+                for name, run in runs.items():
+                    start = time.perf_counter()
+                    run()
+                    samples.setdefault(name, {}).setdefault(size, []).append(frames / (time.perf_counter() - start))
+    return {name: {size: statistics.median(rates) for size, rates in by_size.items()}
+            for name, by_size in samples.items()}
 
 
 def _video_inputs(folder: str, name: str, width: int, height: int, frames: int) -> tuple[str, str, str]:
@@ -694,14 +698,19 @@ def main(argv=None) -> int:
     parser.add_argument("--video-frames", type=int, default=240,
                         help="scene video: clip length (default: 240, 8 s at 30 fps)")
     parser.add_argument("--preset", default="veryfast", help="scene video: x264 preset (default: veryfast)")
+    parser.add_argument("--video-rounds", type=int, default=3,
+                        help="scene video: times each run is timed, in rounds (median reported; default: 3)")
     args = parser.parse_args(argv)
+    if args.video_rounds < 1:
+        parser.error(f"--video-rounds must be at least 1, got {args.video_rounds}")
     backend = select_backend(args.backend).selected
     if args.scene == "video":
         backends = ["cpu", "gpu"] if backend == "gpu" else ["cpu"]
         sizes = ("x".join(map(str, args.size)),) if args.size else ("1920x1080", "3840x2160")
-        rates = bench_video(backends, args.video_frames, args.preset, sizes)
+        rates = bench_video(backends, args.video_frames, args.preset, sizes, args.video_rounds)
         print_video_table(f"scene video | {os.cpu_count()} CPU cores | backends {', '.join(backends)} | "
-                          f"{args.video_frames} frames | x264 {args.preset} crf 18", rates)
+                          f"{args.video_frames} frames | x264 {args.preset} crf 18 | median of "
+                          f"{args.video_rounds} rounds", rates)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:
                 json.dump({"scene": "video", "backends": backends, "frames": args.video_frames,
