@@ -600,7 +600,7 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
                     start = time.perf_counter()
                     run()
                     samples.setdefault(name, {}).setdefault(size, []).append(frames / (time.perf_counter() - start))
-    return {name: {size: statistics.median(rates) for size, rates in by_size.items()}
+    return {name: {size: median(rates) for size, rates in by_size.items()}
             for name, by_size in samples.items()}
 
 

@@ -387,7 +387,6 @@ class VideoFromFile:
                     packet.stream = streams[packet.stream]
                     output.mux(packet)
 
-
     def _save_trimmed(self, path, crf) -> None:
         import av
 
