@@ -7,9 +7,11 @@ from synthetic import make_clip
 from trackoverlay.utils.core.arrays import unit_to_uint8
 from trackoverlay.utils.tracks.detect import (
     CORNER_REFERENCE,
+    PREPARE_OPENCV_THREADS,
     TrackDetector,
     _corner_candidates,
     detect_tracks,
+    opencv_pool_held,
     prepare_ahead,
     track_clip,
 )
@@ -173,6 +175,45 @@ def test_a_bad_frame_prepared_ahead_fails_at_its_turn_and_the_threads_stop():
     assert threading.active_count() == before
     with pytest.raises(ValueError, match="frame 2 was pushed as frame 0; push prepared frames in the order"):
         TrackDetector().push_prepared(detector.prepare(clip[0], index=2))
+
+
+@pytest.fixture
+def opencv_threads():
+    """OpenCV's thread count as the test leaves it is put back after it."""
+    before = cv2.getNumThreads()
+    yield
+    cv2.setNumThreads(before)
+
+
+def test_opencv_pool_is_held_while_frames_are_prepared_ahead_and_given_back_after(opencv_threads):
+    cv2.setNumThreads(8)
+    detector = TrackDetector(redetect_interval=1)  # corners on every frame: OpenCV's pool is used
+    seen = []
+    prepare = detector.prepare
+    detector.prepare = lambda *args: seen.append(cv2.getNumThreads()) or prepare(*args)
+    prepared = prepare_ahead(detector, ((frame, None) for frame in textured_clip(frames=6)), threads=2)
+    detector.push_prepared(next(prepared))
+    assert cv2.getNumThreads() == PREPARE_OPENCV_THREADS == 2  # the caller's own calls too, between frames
+    with opencv_pool_held(4):  # a hold overlapping the first: the count from before the first comes back
+        assert cv2.getNumThreads() == 2
+    prepared.close()
+    assert cv2.getNumThreads() == 8
+    assert len(seen) >= 2 and set(seen) == {2}
+    cv2.setNumThreads(1)  # a host's lower count is kept
+    seen.clear()
+    for frame in prepare_ahead(detector, ((frame, None) for frame in textured_clip(frames=3)), threads=2):
+        pass
+    assert set(seen) == {1} and cv2.getNumThreads() == 1
+
+
+def test_opencv_pool_is_given_back_when_preparing_fails(opencv_threads):
+    cv2.setNumThreads(8)
+    clip = list(textured_clip(frames=4))
+    clip[2] = clip[2][..., :2]
+    with pytest.raises(ValueError, match=r"frames must be RGB images"):
+        for prepared in prepare_ahead(TrackDetector(), ((frame, None) for frame in clip), threads=2):
+            assert cv2.getNumThreads() == 2
+    assert cv2.getNumThreads() == 8
 
 
 def test_lost_point_is_found_again_in_its_column_and_a_short_gap_is_bridged():

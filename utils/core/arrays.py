@@ -57,6 +57,8 @@ still resolves 1/16 pixel there, and squares and pixel indices cannot overflow."
 
 def require_bounded(name: str, values: np.ndarray, limit: float = COORD_LIMIT) -> None:
     """Raise ``ValueError`` naming ``name`` if ``values`` holds NaN, inf or magnitudes above ``limit``."""
+    if values.size == 0 or (-limit <= values.min() and values.max() <= limit):  # NaN fails both comparisons
+        return
     if not np.all(np.isfinite(values)):
         bad = int(np.size(values) - np.count_nonzero(np.isfinite(values)))
         raise ValueError(f"{name} holds {bad} NaN/inf value(s); give finite numbers")
