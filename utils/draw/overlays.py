@@ -217,8 +217,9 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None, poi
                            None if opacity is None else np.asarray(opacity)[frame, columns],
                            None if point_colors is None else np.asarray(point_colors)[frame, columns])
     bounds = _frame_slices(frame, visible.shape[0])
-    return [DisplayList((boxes if b - a == boxes.count else Boxes(*(getattr(boxes, name)[a:b] for name in _BOX_FIELDS)),))
-            for a, b in zip(bounds[:-1], bounds[1:])]  # one frame's boxes are the batch's, checked once
+    whole = boxes.count  # a frame with every box takes the batch's, checked once
+    return [DisplayList((boxes if b - a == whole else Boxes(*(getattr(boxes, name)[a:b] for name in _BOX_FIELDS)),))
+            for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 _BOX_FIELDS = ("center", "half_size", "radius", "stroke_width", "stroke_color", "fill_color", "bracket")
