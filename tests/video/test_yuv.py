@@ -455,6 +455,11 @@ class HostGpu:
     def host_array(self, nbytes):
         return self.cpu.host_array(nbytes)
 
+    def draw_planes_each(self, scene, planes, glow=None):
+        for frame, picture in enumerate(planes):
+            self.draw_planes(scene, picture, glow, frame)
+            yield frame
+
     def draw_planes(self, scene, planes, glow=None, frame=0):
         if self.drawn == self.fail_after:
             raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
@@ -592,6 +597,27 @@ def test_planes_on_the_gpu_are_drawn_there_like_host_planes(cpu_renderer, gpu_re
     overlay_planes(gpu_renderer, display_list, device)
     for ours, theirs in zip((host.y, host.u, host.v), (device.y, device.u, device.v)):
         assert np.abs(ours.astype(int) - theirs.get()).max() <= 2
+
+
+@pytest.mark.gpu
+def test_frames_binned_at_once_are_drawn_as_frames_binned_one_at_a_time(gpu_renderer):
+    """A scene of several frames is binned once and each frame drawn from its own tiles: bit for bit the
+    frames drawn one at a time, each with its own overlay (5 frames, 40 moving points, host planes)."""
+    tracks = random_tracks(5, 40, 322, 194, seed=12)
+    builder, points = stream.OverlayBuilder(SPEC), TrackPoints(tracks)
+    display_lists = [builder(points(t, None), t) for t in range(5)]
+    rng = np.random.default_rng(13)
+    planes = [[rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((194, 322), (97, 161), (97, 161))]
+              for _ in range(5)]
+    together, alone = ([YuvPlanes(*(plane.copy() for plane in frame)) for frame in planes] for _ in range(2))
+    scene = gpu_renderer.upload_batch(display_lists)
+    assert list(gpu_renderer.draw_planes_each(scene, together)) == [0, 1, 2, 3, 4]
+    for t, picture in enumerate(alone):
+        gpu_renderer.draw_planes(gpu_renderer.upload(display_lists[t]), picture)
+    for t in range(5):
+        for given, want, before in zip(*((p.y, p.u, p.v) for p in (together[t], alone[t])), planes[t]):
+            np.testing.assert_array_equal(given, want)
+            assert (given != before).any()
 
 
 @pytest.mark.gpu

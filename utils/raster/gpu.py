@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -541,11 +542,25 @@ class GpuRenderer(Renderer):
             order = cupy.argsort(pixels)
             return pixels[order], layer[keep][order]
 
-    def draw_planes(self, scene: DeviceScene, planes, glow: Glow | None = None, frame: int = 0) -> None:
+    def draw_planes_each(self, scene: DeviceScene, planes: list, glow: Glow | None = None) -> Iterator[int]:
+        """:meth:`draw_planes` of scene frame ``i`` over ``planes[i]``, for each; yields ``i`` once that frame is
+        written back. Frames of one size drawn without glow are binned at once: one sort and one wait for
+        them all, not one each."""
+        sizes = {(picture.height, picture.width) for picture in planes}
+        bins = None
+        if len(planes) > 1 and len(sizes) == 1 and not glows(glow):
+            bins = self.bin(scene, *sizes.pop(), range(len(planes)))
+        for frame, picture in enumerate(planes):
+            self.draw_planes(scene, picture, glow, frame, bins)
+            yield frame
+
+    def draw_planes(self, scene: DeviceScene, planes, glow: Glow | None = None, frame: int = 0,
+                    bins: TileBins | None = None) -> None:
         """Composite the scene's frame ``frame`` (over its ``glow``) over 8-bit 4:2:0 ``planes`` (a
         :class:`~..video.yuv.YuvPlanes`) in place, in their own YUV. Host planes cross the bus once each
-        way; GPU planes stay there. Without glow one tile kernel does it; with glow the glowing layer is
-        made planar and composited by :mod:`..video.yuv`'s own steps, on CuPy."""
+        way; GPU planes stay there. Without glow one tile kernel does it (from ``bins``, the scene's frames
+        binned from its first, where given); with glow the glowing layer is made planar and composited by
+        :mod:`..video.yuv`'s own steps, on CuPy."""
         import cupy
 
         from ..video.yuv import (
@@ -572,12 +587,15 @@ class GpuRenderer(Renderer):
             else:
                 matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
                 coefficients = cupy.asarray(np.concatenate([matrix.ravel(), offset]).astype(np.float32))
-                bins = self.bin(scene, planes.height, planes.width, range(frame, frame + 1))
+                binned = frame  # the frame's place among the binned frames
+                if bins is None:
+                    bins, binned = self.bin(scene, planes.height, planes.width, range(frame, frame + 1)), 0
+                tiles = slice(binned * bins.frame_tiles, (binned + 1) * bins.frame_tiles)
                 _kernel(f"composite_yuv420_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
                     (bins.frame_tiles,), (TILE, TILE), (
-                        scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start,
-                        bins.tile_end, np.int32(bins.tiles_x), coefficients, targets.y, targets.u, targets.v,
-                        np.int32(planes.width), np.int32(planes.height)))
+                        scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start[tiles],
+                        bins.tile_end[tiles], np.int32(bins.tiles_x), coefficients, targets.y, targets.u,
+                        targets.v, np.int32(planes.width), np.int32(planes.height)))
             if on_host:
                 for target, plane in zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)):
                     target.get(stream, out=plane)

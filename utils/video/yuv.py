@@ -184,13 +184,12 @@ def _drawn_on_gpu(renderer, display_lists: list, planes: list, glow) -> int:
 
     def draw(gpu):
         scene = gpu.upload_batch(display_lists[done[0]:])
-        for frame, picture in enumerate(planes[done[0]:]):
-            gpu.draw_planes(scene, picture, glow, frame)
+        for _ in gpu.draw_planes_each(scene, planes[done[0]:], glow):
             done[0] += 1
 
     if hasattr(renderer, "on_gpu"):  # the GPU renderer with its CPU fallback
         renderer.on_gpu(draw)
-    elif hasattr(renderer, "draw_planes"):
+    elif hasattr(renderer, "draw_planes_each"):
         draw(renderer)
     return done[0]
 
