@@ -159,6 +159,27 @@ def test_frames_prepared_ahead_on_threads_give_the_serial_tracks_bit_for_bit(met
         assert detector.track_count == serial.track_count > 0
 
 
+def test_frames_prepared_ahead_are_linked_without_waiting_for_the_frame_befores_own_link(monkeypatch):
+    """Linking frame 2 to frame 1 needs frame 1 prepared, not frame 1 linked to frame 0: links of consecutive
+    frames run side by side (one after another they set the pace of detection in a video)."""
+    import threading
+
+    link, started, waited = TrackDetector.link, threading.Event(), []
+
+    def held_link(earlier, later):
+        if later.index == 1:
+            waited.append(started.wait(timeout=5))  # frame 2's link starts meanwhile
+        if later.index == 2:
+            started.set()
+        link(earlier, later)
+
+    monkeypatch.setattr(TrackDetector, "link", staticmethod(held_link))
+    detector = TrackDetector()
+    prepared = list(prepare_ahead(detector, ((frame, None) for frame in textured_clip(frames=5)), threads=3))
+    assert [frame.index for frame in prepared] == [0, 1, 2, 3, 4] and waited == [True]
+    assert prepared[0].motion_in is None and all(frame.motion_in is not None for frame in prepared[1:])
+
+
 def test_a_bad_frame_prepared_ahead_fails_at_its_turn_and_the_threads_stop():
     import threading
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -1144,16 +1145,27 @@ def prepare_ahead(detector: TrackDetector, frames: Iterable[tuple], threads: int
         for prepared in prepare_ahead(detector, ((frame, None) for frame in frames)):
             finished += detector.push_prepared(prepared)
     """
-    def work(frame, subject, index: int, earlier) -> PreparedFrame:
-        prepared = detector.prepare(frame, subject, index)
-        if earlier is not None and earlier.exception() is None:  # a failed frame raises at its own turn
-            TrackDetector.link(earlier.result(), prepared)
+    def work(frame, subject, index: int, before: Future | None, own: Future) -> PreparedFrame:
+        try:
+            prepared = detector.prepare(frame, subject, index)
+        except BaseException as error:
+            own.set_exception(error)
+            raise
+        own.set_result(prepared)  # the next frame links to it now, not once this frame is linked too
+        if before is not None and before.exception() is None:  # a failed frame raises at its own turn
+            TrackDetector.link(before.result(), prepared)
         return prepared
 
-    jobs = ((lambda earlier, frame=frame, subject=subject, index=index: work(frame, subject, index, earlier))
-            for index, (frame, subject) in enumerate(frames, detector.frame_index))
+    def jobs():
+        before = None  # the frame before's own preparation (started before this one: the pool takes jobs in order)
+        for index, (frame, subject) in enumerate(frames, detector.frame_index):
+            own = Future()
+            yield lambda _, frame=frame, subject=subject, index=index, before=before, own=own: work(
+                frame, subject, index, before, own)
+            before = own
+
     with opencv_pool_held(PREPARE_OPENCV_THREADS):
-        yield from ordered_ahead(jobs, threads, "detect")
+        yield from ordered_ahead(jobs(), threads, "detect")
 
 
 @contextmanager
