@@ -577,15 +577,16 @@ def video_runs(clip: str, tracks: str, jumping: str, folder: str, preset: str, b
     return runs
 
 
-def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x2160"), rounds: int = 3) -> dict:
+def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x2160"), rounds: int = 3) -> tuple:
     """Frames per second of plain transcodes and of the CLI's renders of the same clip, same x264 settings,
-    in one run: {run: {size: median fps}}. Every run is timed once per round, the rounds one after another, so
-    a slow spell of a shared machine reaches all runs alike, not one."""
+    in one run, and the process's CPU time a frame (all its threads, x264's included): ({run: {size: median
+    fps}}, {run: {size: median CPU ms a frame}}). Every run is timed once per round, the rounds one after
+    another, so a slow spell of a shared machine reaches all runs alike, not one."""
     import tempfile
 
     from trackoverlay.utils.video.nvcodec import probe_nvdec
 
-    samples = {}
+    samples, cpu = {}, {}
     with tempfile.TemporaryDirectory(prefix="trackoverlay-bench-") as folder:
         _warm_up(folder, backends, preset)
         for size in sizes:
@@ -597,11 +598,12 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
                     clip, os.path.join(folder, "out.mp4"), preset, "gpu", "--tracks", tracks, "--decoder", "nvdec")
             for _ in range(rounds):
                 for name, run in runs.items():
-                    start = time.perf_counter()
+                    start, used = time.perf_counter(), time.process_time()
                     run()
                     samples.setdefault(name, {}).setdefault(size, []).append(frames / (time.perf_counter() - start))
-    return {name: {size: median(rates) for size, rates in by_size.items()}
-            for name, by_size in samples.items()}
+                    cpu.setdefault(name, {}).setdefault(size, []).append(1000 * (time.process_time() - used) / frames)
+    return tuple({name: {size: median(values) for size, values in by_size.items()} for name, by_size in taken.items()}
+                 for taken in (samples, cpu))
 
 
 def _video_inputs(folder: str, name: str, width: int, height: int, frames: int) -> tuple[str, str, str]:
@@ -628,15 +630,17 @@ def _warm_up(folder: str, backends, preset: str) -> None:
             _overlay_cli(clip, os.path.join(folder, "warm-out.mp4"), preset, backend, "--tracks", tracks, rgb=rgb)
 
 
-def print_video_table(title: str, rates: dict) -> None:
-    """fps per run and size, and each run's time per frame against the best plain transcode's (x best)."""
+def print_video_table(title: str, rates: dict, cpu: dict) -> None:
+    """fps per run and size, each run's time per frame against the best plain transcode's (x best), and its CPU
+    time a frame (ms, all threads)."""
     sizes = list(next(iter(rates.values())))
     best = {size: max(fps[size] for name, fps in rates.items() if name.startswith(PLAIN)) for size in sizes}
     width = max(len(name) for name in rates)
     print(title)
-    print(f"  {'run':<{width}}" + "".join(f"  {size + ' fps':>14}  {'x best':>6}" for size in sizes))
+    print(f"  {'run':<{width}}" + "".join(f"  {size + ' fps':>14}  {'x best':>6}  {'CPU ms':>6}" for size in sizes))
     for name, by_size in rates.items():
-        cells = "".join(f"  {by_size[size]:14.1f}  {best[size] / by_size[size]:6.2f}" for size in sizes)
+        cells = "".join(f"  {by_size[size]:14.1f}  {best[size] / by_size[size]:6.2f}  {cpu[name][size]:6.1f}"
+                        for size in sizes)
         print(f"  {name:<{width}}{cells}")
 
 
@@ -707,14 +711,14 @@ def main(argv=None) -> int:
     if args.scene == "video":
         backends = ["cpu", "gpu"] if backend == "gpu" else ["cpu"]
         sizes = ("x".join(map(str, args.size)),) if args.size else ("1920x1080", "3840x2160")
-        rates = bench_video(backends, args.video_frames, args.preset, sizes, args.video_rounds)
+        rates, cpu = bench_video(backends, args.video_frames, args.preset, sizes, args.video_rounds)
         print_video_table(f"scene video | {os.cpu_count()} CPU cores | backends {', '.join(backends)} | "
                           f"{args.video_frames} frames | x264 {args.preset} crf 18 | median of "
-                          f"{args.video_rounds} rounds", rates)
+                          f"{args.video_rounds} rounds", rates, cpu)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:
                 json.dump({"scene": "video", "backends": backends, "frames": args.video_frames,
-                           "preset": args.preset, "fps": rates}, handle, indent=2)
+                           "preset": args.preset, "fps": rates, "cpu_ms_per_frame": cpu}, handle, indent=2)
         return 0
     size = None
     if args.scene == "knn":
