@@ -142,10 +142,11 @@ PREPARE_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))
 """Threads preparing frames ahead of the detector (:func:`prepare_ahead`; OpenCV runs outside Python's lock):
 half the cores, at most 8 (on 16 cores 8 beat 4 and 1 at 1080p, with x264 encoding beside them)."""
 PREPARE_OPENCV_THREADS = 2
-"""Most threads of OpenCV's own pool while frames are prepared ahead (:func:`opencv_pool_held`). Its workers
-spin between the many short calls of the preparing threads and took cores from them and from x264: on an
-H100 machine (16 cores) the CLI with detection went from 55-66 to 79-82 fps at 1080p and from 31-37 to 45 at
-4K, with 40% less CPU time a frame; 1 and 4 threads did no better."""
+"""Most threads of OpenCV's own pool while frames are prepared ahead (:func:`opencv_pool_held`; every OpenCV
+call of the process meanwhile). Its workers spin between the many short calls of the preparing threads and
+took cores from them and from x264: on an H100 machine (16 cores) the CLI with detection went from 72 to 80 fps
+at 1080p and from 39 to 46 at 4K (median of 3 rounds), with a third less CPU time a frame; 1 and 4 threads did
+no better."""
 _pool_lock = threading.Lock()
 _pool_holds = {"count": 0, "before": 0}  # open holds of OpenCV's pool, and its thread count before the first
 
