@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 
 
@@ -69,24 +69,22 @@ def join_all(workers: Iterable[Worker]) -> None:
     wait_out(join)
 
 
-def ordered_ahead(jobs: Iterable[Callable[[Future | None], object]], workers: int, name: str) -> Iterator:
+def ordered_ahead(jobs: Iterable[Callable[[], object]], workers: int, name: str) -> Iterator:
     """The results of ``jobs`` run on ``workers`` threads (``trackoverlay-{name}``), up to 2 x ``workers`` ahead
-    of the caller, in the jobs' order. Each job is called with the future of the job before it (None for the
-    first), for work that needs its predecessor's result. An error is raised at its job's turn; closing the
-    iterator (or an error) cancels the jobs not started and waits for the running ones (:func:`wait_out`).
+    of the caller, in the jobs' order; jobs start in that order too (a job may wait on work its predecessor
+    publishes, which has then started). An error is raised at its job's turn; closing the iterator (or an
+    error) cancels the jobs not started and waits for the running ones (:func:`wait_out`).
 
     Example::
 
-        for layer in ordered_ahead((lambda _, f=f: rasterize(f) for f in frames), 4, "raster"):
+        for layer in ordered_ahead((lambda f=f: rasterize(f) for f in frames), 4, "raster"):
             write(layer)
     """
     pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix=f"trackoverlay-{name}")
     waiting: deque = deque()
     try:
-        earlier = None
         for job in jobs:
-            earlier = pool.submit(job, earlier)
-            waiting.append(earlier)
+            waiting.append(pool.submit(job))
             if len(waiting) >= 2 * max(1, workers):
                 yield waiting[0].result()  # left in ``waiting`` until done with, so the clean-up waits for it
                 waiting.popleft()

@@ -115,11 +115,11 @@ def render_layers(overlays: list, count: int, height: int, width: int, renderer,
 
     def job(index: int):
         display_list = overlays[index if len(overlays) > 1 else 0]
-        return lambda _: layer_to_rgba(drawer.rasterize(display_list, height, width, glow=glow), rgb[index],
+        return lambda: layer_to_rgba(drawer.rasterize(display_list, height, width, glow=glow), rgb[index],
                                        alpha[index])
 
     jobs = (job(index) for index in range(count))
-    with closing(ordered_ahead(jobs, at_once, "layer") if at_once > 1 else (run(None) for run in jobs)) as drawn:
+    with closing(ordered_ahead(jobs, at_once, "layer") if at_once > 1 else (run() for run in jobs)) as drawn:
         for done, _ in enumerate(drawn, 1):
             if progress is not None:
                 progress(done, count)

@@ -114,7 +114,7 @@ class CpuRenderer(Renderer):
 
         def job(index: int):
             picked = slice(index, index + 1)
-            return lambda _: single.render_frames(frames[picked] if len(frames) > 1 else frames, overlays[picked],
+            return lambda: single.render_frames(frames[picked] if len(frames) > 1 else frames, overlays[picked],
                                                   out[picked], None, None if layers is None else
                                                   (layers[0][picked], layers[1][picked]), glow)
 

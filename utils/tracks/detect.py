@@ -1158,10 +1158,10 @@ def prepare_ahead(detector: TrackDetector, frames: Iterable[tuple], threads: int
         return prepared
 
     def jobs():
-        before = None  # the frame before's own preparation (started before this one: the pool takes jobs in order)
+        before = None  # the frame before's own preparation (started before this one: jobs start in order)
         for index, (frame, subject) in enumerate(frames, detector.frame_index):
             own = Future()
-            yield lambda _, frame=frame, subject=subject, index=index, before=before, own=own: work(
+            yield lambda frame=frame, subject=subject, index=index, before=before, own=own: work(
                 frame, subject, index, before, own)
             before = own
 

@@ -156,7 +156,7 @@ class Pipeline:
 
             def relay():
                 if finish_workers > 1:
-                    jobs = ((lambda _, item=item: finish(item)) for item in transformed())
+                    jobs = ((lambda item=item: finish(item)) for item in transformed())
                     with closing(ordered_ahead(jobs, finish_workers, "finish")) as results:
                         for result in results:
                             self._put(finished, result)
