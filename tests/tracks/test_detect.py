@@ -9,6 +9,7 @@ from trackoverlay.utils.tracks.detect import (
     CORNER_REFERENCE,
     PREPARE_OPENCV_THREADS,
     TrackDetector,
+    _Candidates,
     _corner_candidates,
     detect_tracks,
     opencv_pool_held,
@@ -406,6 +407,34 @@ def test_corners_are_opencvs_search_held_to_the_stronger_of_the_frame_and_the_re
     expected = np.zeros((0, 2), np.float32) if expected is None else expected.reshape(-1, 2)
     assert (len(expected) > 0) == (contrast > 0.02 and (sensitivity > 0 or contrast > 0.1))
     np.testing.assert_array_equal(_corner_candidates(gray, sensitivity, 20.0, None), expected)
+
+
+def test_candidate_searches_equal_the_distances_to_every_point():
+    """Searching around the points in the candidates' tree gives what measuring every candidate's distance
+    gives: candidates exactly ``min_distance`` away count as away, and the nearest one found for a point is the
+    nearest of those allowed, closer than the reach (none beyond it); the candidates are not modified."""
+    rng = np.random.default_rng(5)
+    candidates = rng.uniform(0, 400, (3000, 2)).astype(np.float32)
+    points = rng.uniform(0, 400, (60, 2)).astype(np.float32)
+    points[:3] = [[500, 500], [600, 500], [500, 600]]  # apart from the others, each with a candidate 20 px away
+    candidates[:3] = points[:3] + np.float32([[20, 0], [0, 20], [12, 16]])
+    given = candidates.copy()
+    found = _Candidates.of(candidates, np.zeros(len(candidates), bool))
+    distance = np.hypot(*(candidates[:, None].astype(np.float64) - points[None]).transpose(2, 0, 1))
+    away = found.away_from(points, 20.0)
+    np.testing.assert_array_equal(away, distance.min(axis=1) >= 20.0)
+    assert away[:3].all() and 0 < away.sum() < len(away)
+    among = rng.random(len(candidates)) < 0.5
+    nearest, index = found.nearest(points, 6.0, among)
+    allowed = np.where(among[:, None], distance, np.inf)
+    expected = allowed.min(axis=0)
+    hit = expected < 6.0
+    assert 0 < hit.sum() < len(points)
+    np.testing.assert_allclose(nearest[hit], expected[hit], rtol=1e-6)
+    np.testing.assert_array_equal(index[hit], allowed.argmin(axis=0)[hit])
+    assert np.isinf(nearest[~hit]).all() and (index[~hit] == len(candidates)).all()
+    assert np.isinf(found.nearest(points, 6.0, np.zeros(len(candidates), bool))[0]).all()  # none allowed
+    np.testing.assert_array_equal(candidates, given)
 
 
 def glow_clip(frames, starts, velocity, height=160, width=240):

@@ -46,6 +46,7 @@ other threads (:func:`prepare_ahead`), with the same tracks bit for bit.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -527,6 +528,50 @@ def _known_or_typical(mass: np.ndarray) -> np.ndarray:
     return np.where(known, mass, np.median(mass[known]) if known.any() else 1.0)
 
 
+class _Candidates(NamedTuple):
+    """New-point candidates (OpenCV convention, in the order found), which of them move, the order to take
+    them in (best first), and a k-d tree over them: searched around the few live and lost points, not from
+    every candidate."""
+
+    points: np.ndarray
+    moving: np.ndarray
+    order: np.ndarray
+    tree: cKDTree
+
+    @classmethod
+    def of(cls, points: np.ndarray, moving: np.ndarray, order: np.ndarray | None = None,
+           tree: cKDTree | None = None) -> _Candidates:
+        """Candidates taken as found (``order`` None); their tree is built here unless given."""
+        return cls(points, moving, np.arange(len(points)) if order is None else order,
+                   cKDTree(points) if tree is None else tree)
+
+    def _near(self, points: np.ndarray, reach: float) -> np.ndarray:
+        """Sorted indices of the candidates within ``reach`` of any of ``points`` (and a hair beyond)."""
+        if len(points) == 0 or len(self.points) == 0:
+            return np.zeros(0, np.int64)
+        lists = self.tree.query_ball_point(points, reach * (1 + 1e-6) + 1e-6)
+        return np.unique(np.fromiter(itertools.chain.from_iterable(lists), np.int64))
+
+    def away_from(self, points: np.ndarray, distance: float) -> np.ndarray:
+        """bool [n]: candidates at least ``distance`` from every one of ``points``."""
+        away = np.ones(len(self.points), bool)
+        near = self._near(points, distance)
+        if len(near):
+            nearest, _ = cKDTree(points).query(self.points[near], k=1)
+            away[near] = nearest >= distance
+        return away
+
+    def nearest(self, points: np.ndarray, reach: float, among: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``points``, the distance to its nearest candidate ``among`` (a mask) closer than ``reach``
+        and that candidate's index (inf and n where there is none)."""
+        near = self._near(points, reach)
+        near = near[among[near]]
+        if len(near) == 0:
+            return np.full(len(points), np.inf), np.full(len(points), len(self.points))
+        distance, index = cKDTree(self.points[near]).query(points, k=1, distance_upper_bound=reach)
+        return distance, np.where(np.isfinite(distance), near[np.minimum(index, len(near) - 1)], len(self.points))
+
+
 class _Followed(NamedTuple):
     """What :meth:`_Spots.follow` found for live then lost points."""
 
@@ -545,7 +590,8 @@ class PreparedFrame:
     :meth:`TrackDetector.link` when frames are prepared ahead, else it is
     measured at the frame's turn; ``candidates`` (new points) are found ahead
     for frames whose index makes detection due (methods corners and blobs),
-    at their turn otherwise. ``shot_start`` and ``flash`` are decided at the frame's turn (``flash`` at the
+    at their turn otherwise, each time with a k-d tree over them (so that the serial step only searches around the
+few live and lost points). ``shot_start`` and ``flash`` are decided at the frame's turn (``flash`` at the
     next frame's).
     """
 
@@ -560,6 +606,7 @@ class PreparedFrame:
     near_subject: np.ndarray | None  # bool [H, W]: tracks end once they leave this (the subject, grown)
     spots: _Spots | None  # method bright
     candidates: np.ndarray | None = None
+    candidate_tree: cKDTree | None = None  # over ``candidates``, built with them
     motion_in: MotionFrame | None = None
     shot_start: bool = False
     flash: bool = False  # a flash frame (:mod:`.cuts`): skipped, no point seen on it
@@ -771,6 +818,7 @@ class TrackDetector:
                                  near, spots)
         if index % self.redetect_interval == 0 and self.method in ("corners", "blobs"):
             prepared.candidates = self._find_candidates(prepared)
+            prepared.candidate_tree = cKDTree(prepared.candidates)
         return prepared
 
     @staticmethod
@@ -947,29 +995,32 @@ class TrackDetector:
         return moving
 
     def _candidates(self, frame: PreparedFrame, following: PreparedFrame | None, motion: MotionFrame | None,
-                    spots: _Spots | None) -> tuple[np.ndarray, np.ndarray]:
-        """New-point candidates of the method inside the subject, best first (OpenCV convention),
-        and which of them move."""
+                    spots: _Spots | None) -> _Candidates:
+        """New-point candidates of the method inside the subject (OpenCV convention), which of them move, and
+        the order to take them in."""
         region = None if frame.subject is None else frame.subject.astype(np.uint8)
         if self.method == "motion":
             if motion is None:
-                return np.zeros((0, 2), np.float32), np.zeros(0, bool)
+                return _Candidates.of(np.zeros((0, 2), np.float32), np.zeros(0, bool))
             moving = motion.moving_mask(frame.gray.shape).astype(np.uint8)
             region = moving if region is None else region & moving
+        tree = None
         if self.method == "bright":
             points = spots.candidates(region)
         elif self.method == "motion":
             points = _corner_candidates(frame.gray, self.sensitivity, self.min_distance, region)
+        elif frame.candidates is not None:
+            points, tree = frame.candidates, frame.candidate_tree
         else:
-            points = frame.candidates if frame.candidates is not None else self._find_candidates(frame)
-        points = points.astype(np.float32)
+            points = self._find_candidates(frame)
+        points = np.asarray(points, np.float32)
         if self.method != "motion" and self.motion_preference == 0:
-            return points, np.zeros(len(points), bool)
+            return _Candidates.of(points, np.zeros(len(points), bool), tree=tree)
         moving = self._moving(points, frame, following, motion)
         if self.method == "motion":
-            return points[moving], moving[moving]
+            return _Candidates.of(points[moving], moving[moving])
         order = np.argsort(-(_rank(len(points)) + 2.0 * moving), kind="stable")
-        return points[order], moving[order]
+        return _Candidates.of(points, moving, order, tree)
 
     def _find_candidates(self, frame: PreparedFrame) -> np.ndarray:
         """Method corners' or blobs' candidates in ``frame`` (inside its subject), best first. Corners are found
@@ -986,8 +1037,8 @@ class TrackDetector:
         corners = _on_frame(corners, scale)
         return corners[_in_region(corners, region)]
 
-    def _make_room(self, candidates: np.ndarray, moving: np.ndarray, room: int) -> int:
-        """Let static tracks go for moving candidates that find no room, as ``motion_preference`` allows
+    def _make_room(self, moving: np.ndarray, room: int) -> int:
+        """Let static tracks go for the ``moving`` candidates (bool, one per free candidate) that find no room, as ``motion_preference`` allows
         (static tracks keep at least (1 - preference) x ``max_points``); returns the new room."""
         waiting = int(np.count_nonzero(moving)) - room
         still = np.flatnonzero(self._live_speed < STILL_SPEED)
@@ -1008,21 +1059,22 @@ class TrackDetector:
         """Add points where none are: lost tracks found again first, then new tracks (moving ones
         before static ones when ``motion_preference`` > 0)."""
         room = self.max_points - len(self._live_ids)
-        candidates, moving = self._candidates(frame, following, motion, spots)
+        found = self._candidates(frame, following, motion, spots)
+        free = found.away_from(self._live_points, self.min_distance)
         if self.method != "motion" and self.motion_preference > 0:
-            free = self._away_from_live(candidates)
-            room = self._make_room(candidates[free], moving[free], room)
-        free = self._away_from_live(candidates)
-        candidates = candidates[free]
+            before = room
+            room = self._make_room(found.moving[free], room)
+            if room != before:  # static tracks let go: candidates near them are free now
+                free = found.away_from(self._live_points, self.min_distance)
         if room <= 0:
             return
+        candidates = found.points
         chosen = np.zeros(len(candidates), bool)
         owner = np.full(len(candidates), -1, np.int64)
         taken = 0
         lost = self._lost
-        if len(lost.ids) and len(candidates):
-            radius = max(2.0, 0.5 * self.min_distance)
-            distance, index = cKDTree(candidates).query(lost.points, k=1, distance_upper_bound=radius)
+        if len(lost.ids) and free.any():
+            distance, index = found.nearest(lost.points, max(2.0, 0.5 * self.min_distance), free)
             if motion is not None and spots is None:  # a settled point is found on itself, not on what passes
                 near = np.isfinite(distance)
                 moving = np.zeros(len(distance), bool)
@@ -1038,7 +1090,7 @@ class TrackDetector:
                 taken += 1
         waiting = (frame.index - lost.since < BRIDGE_FRAMES) & ~np.isin(lost.ids, owner)  # just lost: slot kept
         room -= np.count_nonzero(waiting)
-        for candidate in range(len(candidates)):
+        for candidate in found.order[free[found.order]]:
             if taken >= room:
                 break
             if chosen[candidate] or self._crowded(candidates, chosen, candidate):
@@ -1046,11 +1098,12 @@ class TrackDetector:
             chosen[candidate] = True
             taken += 1
         self._starved = taken < room
-        found = owner[chosen] >= 0
-        back = owner[chosen][found]
+        picked = found.order[chosen[found.order]]  # best first
+        found_again = owner[picked] >= 0
+        back = owner[picked][found_again]
         if len(back):
             self._lost.select(~np.isin(self._lost.ids, back))
-        fresh = candidates[chosen][~found]
+        fresh = candidates[picked][~found_again]
         if self.max_tracks and self.track_count + len(fresh) > self.max_tracks:
             allowed = self.max_tracks - self.track_count
             if self.limit_frame is None:
@@ -1067,7 +1120,8 @@ class TrackDetector:
         self._positions = np.concatenate([self._positions, np.zeros((len(fresh), 2), np.float32)])
         self._spot_mass = np.concatenate([self._spot_mass, np.zeros(len(fresh))])
         self._add_live(np.concatenate([back, np.arange(start, start + len(fresh))]),
-                       np.concatenate([candidates[chosen][found], fresh]), np.zeros((len(back) + len(fresh), 2)))
+                       np.concatenate([candidates[picked][found_again], fresh]),
+                       np.zeros((len(back) + len(fresh), 2)))
 
     def _add_live(self, ids: np.ndarray, points: np.ndarray, steps: np.ndarray) -> None:
         """Tracks ``ids`` live at ``points`` (OpenCV convention), last moved by ``steps``; they count as moving
@@ -1077,13 +1131,6 @@ class TrackDetector:
         self._live_speed = np.concatenate([self._live_speed, np.full(len(ids), 4 * STILL_SPEED, np.float32)])
         self._live_settled = np.concatenate([self._live_settled, np.zeros(len(ids), np.int64)])
         self._live_step = np.concatenate([self._live_step, steps]).astype(np.float32)
-
-    def _away_from_live(self, candidates: np.ndarray) -> np.ndarray:
-        """bool [n]: candidates at least ``min_distance`` from every live point."""
-        if len(self._live_points) == 0 or len(candidates) == 0:
-            return np.ones(len(candidates), bool)
-        nearest, _ = cKDTree(self._live_points).query(candidates, k=1)
-        return nearest >= self.min_distance
 
     def _crowded(self, candidates: np.ndarray, chosen: np.ndarray, index: int) -> bool:
         """Whether candidate ``index`` is closer than ``min_distance`` to an already chosen one."""
