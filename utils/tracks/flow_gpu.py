@@ -64,6 +64,7 @@ class GpuFlow:
         self._names = (f"follow_points<{window}>",)
         self._follow = self._kernel(self._names[0])
         self._pyramids: list[tuple[np.ndarray, Pyramid]] = []  # the last two frames, by the array given
+        self._columns: dict[tuple, tuple] = {}  # per level layout: offsets, widths, heights on the GPU
         self._stream = cupy.cuda.Stream(non_blocking=True)  # its own: never waits on a renderer's work
 
     def _kernel(self, name: str):
@@ -86,7 +87,7 @@ class GpuFlow:
         offsets = np.cumsum([0] + [w * h for w, h in sizes], dtype=np.int64)
         image = cupy.empty(int(offsets[-1]), cupy.uint8)
         derivative = cupy.empty((int(offsets[-1]), 2), cupy.int16)
-        image[:offsets[1]] = cupy.asarray(np.ascontiguousarray(gray)).ravel()
+        image[:offsets[1]].set(np.ascontiguousarray(gray).ravel())
         down, scharr = self._kernel("pyramid_down"), self._kernel("scharr")
         for level, (w, h) in enumerate(sizes):
             level_image = image[offsets[level]:offsets[level + 1]]
@@ -96,36 +97,43 @@ class GpuFlow:
                                            np.int32(above_h), level_image, np.int32(w), np.int32(h)))
             scharr(_grid(w, h), _BLOCK, (level_image, np.int32(w), np.int32(h),
                                          derivative[offsets[level]:offsets[level + 1]]))
-        columns = [cupy.asarray(np.asarray(values, np.int32)) for values in
-                   (offsets[:-1], [w for w, _ in sizes], [h for _, h in sizes])]
-        return Pyramid(image, derivative, *columns, sizes)
+        if sizes not in self._columns:  # every frame of a clip has the same layout: uploaded once
+            columns = np.array([offsets[:-1], [w for w, _ in sizes], [h for _, h in sizes]], np.int32)
+            self._columns[sizes] = tuple(cupy.asarray(columns))
+        return Pyramid(image, derivative, *self._columns[sizes], sizes)
 
-    def _launch(self, source: Pyramid, target: Pyramid, points, start):
-        """Points (float32 [n, 2] on the GPU) followed from ``source`` into ``target``, and where they were found."""
-        import cupy
-
+    def _launch(self, source: Pyramid, target: Pyramid, points, start, followed, found) -> None:
+        """Follow points (float32 [n, 2] on the GPU) from ``source`` into ``target``, starting at ``start``; where
+        they were found goes to ``followed`` (float32 [n, 2]), and whether to ``found`` (uint8 [n])."""
         count = len(points)
-        followed, found = cupy.empty((count, 2), cupy.float32), cupy.empty(count, cupy.uint8)
         top = min(len(source.sizes), len(target.sizes)) - 1
         self._follow((-(-count // _POINTS_PER_BLOCK),), (_POINTS_PER_BLOCK * _LANES,), (
             source.image, source.derivative, target.image, source.offsets, source.widths, source.heights,
             np.int32(top), points, start, np.int32(count), *self._limits, followed, found))
-        return followed, found
 
     def round_trip(self, previous: np.ndarray, current: np.ndarray, points: np.ndarray, guess: np.ndarray):
         """Points (float32 [n, 2]) followed from gray ``previous`` into ``current`` starting at ``guess``, then
-        back starting at ``points``: (forward, found forward, back, found back), NumPy arrays."""
+        back starting at ``points``: (forward, found forward, back, found back), NumPy arrays. The points go
+        over in one copy and the results come back in one."""
         import cupy
 
+        count = len(points)
+        sent = np.concatenate([np.reshape(points, (-1, 2)), np.reshape(guess, (-1, 2))]).astype(np.float32)
         with self._stream:
             before, after = self.pyramid(previous), self.pyramid(current)
-            start = cupy.asarray(np.ascontiguousarray(points, np.float32).reshape(-1, 2))
-            guess = cupy.asarray(np.ascontiguousarray(guess, np.float32).reshape(-1, 2))
-            forward, found_forward = self._launch(before, after, start, guess)
-            back, found_back = self._launch(after, before, forward, start)
-            result = cupy.concatenate([forward, back], axis=1).get()
-            found = cupy.stack([found_forward, found_back]).get()
-        return result[:, :2], found[0], result[:, 2:], found[1]
+            start, guess = cupy.asarray(sent).reshape(2, count, 2)
+            results = cupy.empty(count * 18, cupy.uint8)  # forward and back (float32 [2, n, 2]), then found [2, n]
+            positions, found = _positions_and_found(results, count)
+            self._launch(before, after, start, guess, positions[0], found[0])
+            self._launch(after, before, positions[0], start, positions[1], found[1])
+            positions, found = _positions_and_found(results.get(), count)
+        return positions[0], found[0], positions[1], found[1]
+
+
+def _positions_and_found(results, count: int) -> tuple:
+    """Views of a round trip's results (uint8 [18 n], NumPy or CuPy): positions float32 [2, n, 2] (forward,
+    back) and found uint8 [2, n]."""
+    return results[:16 * count].view(np.float32).reshape(2, count, 2), results[16 * count:].reshape(2, count)
 
 
 def _grid(width: int, height: int) -> tuple:
