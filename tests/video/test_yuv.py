@@ -204,6 +204,23 @@ def test_plane_buffers_are_reused_only_once_nothing_holds_their_planes():
     assert buffers.allocated == 2 and not np.shares_memory(fourth[0], third[0])
 
 
+def test_decoded_planes_are_packed_in_one_array(tmp_path):
+    """A decoded frame's planes are views of one flat array, Y then U then V (what a GPU copies in one
+    transfer); planes in arrays of their own, or cut from a larger array, have none."""
+    clip = make_video(tmp_path / "clip.mp4", frames=1)
+    with av.open(str(clip)) as container:
+        planes = planes_from_frame(next(container.decode(video=0)), buffers=PlaneBuffers())
+    packed = planes.packed()
+    np.testing.assert_array_equal(packed, np.concatenate([planes.y.ravel(), planes.u.ravel(), planes.v.ravel()]))
+    packed[-1] ^= 0xFF
+    assert planes.v[-1, -1] == packed[-1]  # the same memory, not a copy
+    assert YuvPlanes(planes.y.copy(), planes.u.copy(), planes.v.copy()).packed() is None
+    wider = np.zeros(planes.y.size * 2, np.uint8)
+    cut = [wider[start:start + plane.size].reshape(plane.shape) for start, plane in
+           zip((0, planes.y.size, planes.y.size + planes.u.size), (planes.y, planes.u, planes.v))]
+    assert YuvPlanes(*cut).packed() is None
+
+
 def test_plane_buffers_wait_for_the_encoder_to_let_go_of_wrapped_planes(tmp_path):
     """Planes wrapped for the encoder without a copy (PyAV's DLPack frames) keep their buffer out of reuse
     until FFmpeg's frame is gone, so a later frame never overwrites a picture still being encoded."""
@@ -602,14 +619,21 @@ def test_planes_on_the_gpu_are_drawn_there_like_host_planes(cpu_renderer, gpu_re
 @pytest.mark.gpu
 def test_frames_binned_at_once_are_drawn_as_frames_binned_one_at_a_time(gpu_renderer):
     """A scene of several frames is binned once and each frame drawn from its own tiles: bit for bit the
-    frames drawn one at a time, each with its own overlay (5 frames, 40 moving points, host planes)."""
+    frames drawn one at a time, each with its own overlay (5 frames, 40 moving points, host planes: packed
+    in one buffer, as decoded, against three arrays)."""
     tracks = random_tracks(5, 40, 322, 194, seed=12)
     builder, points = stream.OverlayBuilder(SPEC), TrackPoints(tracks)
     display_lists = [builder(points(t, None), t) for t in range(5)]
     rng = np.random.default_rng(13)
     planes = [[rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((194, 322), (97, 161), (97, 161))]
               for _ in range(5)]
-    together, alone = ([YuvPlanes(*(plane.copy() for plane in frame)) for frame in planes] for _ in range(2))
+    buffers = PlaneBuffers()
+    together = [YuvPlanes(*buffers.take([plane.shape for plane in frame])) for frame in planes]  # as decoded
+    for picture, frame in zip(together, planes):
+        for plane, values in zip((picture.y, picture.u, picture.v), frame):
+            plane[...] = values
+    alone = [YuvPlanes(*(plane.copy() for plane in frame)) for frame in planes]
+    assert together[0].packed() is not None and alone[0].packed() is None  # one copy each way, and three
     scene = gpu_renderer.upload_batch(display_lists)
     assert list(gpu_renderer.draw_planes_each(scene, together)) == [0, 1, 2, 3, 4]
     for t, picture in enumerate(alone):

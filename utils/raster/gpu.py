@@ -351,6 +351,7 @@ class GpuRenderer(Renderer):
         self._stream = None
         self._atlases = OrderedDict()
         self._glow_weights_for = (None, None)  # (radius, its weights on the GPU)
+        self._coefficients = {}  # (colour tag, full range): RGB -> YUV on the GPU
 
     # -- scene and bins -------------------------------------------------------------
     def upload(self, display_list: DisplayList) -> DeviceScene:
@@ -568,7 +569,6 @@ class GpuRenderer(Renderer):
             composite_planes,
             packed_planes,
             planar_layer,
-            yuv_coefficients,
         )
 
         on_host = isinstance(planes.y, np.ndarray)
@@ -577,7 +577,10 @@ class GpuRenderer(Renderer):
                 staging = self._buffer("planes", planes.y.size * 3 // 2, cupy.uint8)
                 targets = YuvPlanes(*packed_planes(staging, [plane.shape for plane in (planes.y, planes.u, planes.v)]),
                                     colorspace=planes.colorspace, full_range=planes.full_range)
-                for target, plane in zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)):
+                pairs = [(staging, planes.packed())]  # one copy each way where the planes are packed alike
+                if pairs[0][1] is None:
+                    pairs = list(zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)))
+                for target, plane in pairs:
                     target.set(plane, stream)
             else:
                 targets = planes
@@ -585,8 +588,7 @@ class GpuRenderer(Renderer):
                 pixels, rgba = self.glow_layer_device(scene, planes.height, planes.width, glow, frame)
                 composite_planes(targets, planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], targets))
             else:
-                matrix, offset = yuv_coefficients(planes.colorspace, planes.full_range)
-                coefficients = cupy.asarray(np.concatenate([matrix.ravel(), offset]).astype(np.float32))
+                coefficients = self._yuv_coefficients(planes.colorspace, planes.full_range)
                 binned = frame  # the frame's place among the binned frames
                 if bins is None:
                     bins, binned = self.bin(scene, planes.height, planes.width, range(frame, frame + 1)), 0
@@ -597,9 +599,21 @@ class GpuRenderer(Renderer):
                         bins.tile_end[tiles], np.int32(bins.tiles_x), coefficients, targets.y, targets.u,
                         targets.v, np.int32(planes.width), np.int32(planes.height)))
             if on_host:
-                for target, plane in zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)):
+                for target, plane in pairs:
                     target.get(stream, out=plane)
             stream.synchronize()
+
+    def _yuv_coefficients(self, colorspace: int, full_range: bool):
+        """The RGB -> YUV matrix and offset of planes so tagged (float32 [12] on the GPU), uploaded once."""
+        import cupy
+
+        from ..video.yuv import yuv_coefficients
+
+        key = (colorspace, full_range)
+        if key not in self._coefficients:
+            matrix, offset = yuv_coefficients(colorspace, full_range)
+            self._coefficients[key] = cupy.asarray(np.concatenate([matrix.ravel(), offset]).astype(np.float32))
+        return self._coefficients[key]
 
     # -- host frames ---------------------------------------------------------------
     def rasterize(self, display_list: DisplayList, height: int, width: int, glow: Glow | None = None) -> SparseLayer:

@@ -89,6 +89,17 @@ class YuvPlanes:
     def width(self) -> int:
         return self.y.shape[1]
 
+    def packed(self) -> np.ndarray | None:
+        """Host planes as one flat uint8 array, Y then U then V, when they are views of one such array (decoded
+        frames' planes are: :class:`PlaneBuffers`), else None; a copy of it crosses the bus in one transfer."""
+        holder = getattr(self.y, "base", None)
+        if not isinstance(holder, np.ndarray) or holder.ndim != 1 or holder.dtype != np.uint8 \
+                or holder.size != self.y.size * 3 // 2:
+            return None
+        start = holder.ctypes.data
+        at = [start, start + self.y.size, start + self.y.size + self.u.size]
+        return holder if [plane.ctypes.data for plane in (self.y, self.u, self.v)] == at else None
+
 
 def yuv_coefficients(colorspace: int, full_range: bool) -> tuple[np.ndarray, np.ndarray]:
     """float64 M [3, 3] and o [3] with ``(Y, U, V) = M @ rgb + o``, for 0..1 RGB and 0..255 levels."""
