@@ -158,9 +158,10 @@ class CutDetector:
         small = reduced_frame(frame)
         return colour_histogram(small), cv2.cvtColor(small, cv2.COLOR_RGB2GRAY).astype(np.float32)
 
-    def is_cut_sampled(self, current: tuple | None) -> bool:
+    def is_cut_sampled(self, current: tuple | None, measured: tuple | None = None) -> bool:
         """:meth:`is_cut` of the next frame's :meth:`sample` (a frame that ends a flash is not a cut, and sets
-        :attr:`flash_before`)."""
+        :attr:`flash_before`); ``measured``: :meth:`distances` from the frame before, where already measured
+        (ahead, on another thread)."""
         self.flash_before = False
         if current is None:
             return False
@@ -168,7 +169,7 @@ class CutDetector:
         before_cut, self._before_cut = self._before_cut, None
         if previous is None:
             return False
-        colours, structure = self._distances(previous, current)
+        colours, structure = self.distances(previous, current) if measured is None else measured
         cut = _is_cut(self._colours.is_jump(colours), structure is not None and self._structure.is_jump(structure),
                       structure)
         if cut and before_cut is not None and self._same_picture(before_cut, current):
@@ -182,15 +183,15 @@ class CutDetector:
         return cut
 
     @staticmethod
-    def _distances(previous: tuple, current: tuple) -> tuple[float, float | None]:
-        """Colour and structural distance of two samples (structure None where either is flat)."""
+    def distances(previous: tuple, current: tuple) -> tuple[float, float | None]:
+        """Colour and structural distance of two samples (structure None where either is flat); thread-safe."""
         return (float(cv2.compareHist(previous[0], current[0], cv2.HISTCMP_BHATTACHARYYA)),
                 structure_distance(previous[1], current[1]))
 
     def _same_picture(self, earlier: tuple, later: tuple) -> bool:
         """Whether two samples a frame apart show one shot: no cut by the thresholds alone (the clip's recent
         distances, from either side of the flash, say nothing of these two)."""
-        colours, structure = self._distances(earlier, later)
+        colours, structure = self.distances(earlier, later)
         return not _is_cut(colours > self.threshold, structure is not None and structure > STRUCTURE_THRESHOLD,
                            structure)
 

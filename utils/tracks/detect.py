@@ -586,13 +586,12 @@ class PreparedFrame:
     """A frame's own share of the detector's work (:meth:`TrackDetector.prepare`), which needs no other frame
     and can run ahead of the frame's turn, on another thread.
 
-    ``motion_in`` (the previous frame's motion toward this one) comes from
-    :meth:`TrackDetector.link` when frames are prepared ahead, else it is
-    measured at the frame's turn; ``candidates`` (new points) are found ahead
-    for frames whose index makes detection due (methods corners and blobs),
-    at their turn otherwise, each time with a k-d tree over them (so that the serial step only searches around the
-few live and lost points). ``shot_start`` and ``flash`` are decided at the frame's turn (``flash`` at the
-    next frame's).
+    ``motion_in`` (the previous frame's motion toward this one) and ``cut_distances`` (its cut sample's
+    distances to this one's) come from :meth:`TrackDetector.link` when frames are prepared ahead, else they are
+    measured at the frame's turn; ``candidates`` (new points) are found ahead for frames whose index makes
+    detection due (methods corners and blobs), at their turn otherwise, each time with a k-d tree over them (so
+    that the serial step only searches around the few live and lost points). ``shot_start`` and ``flash`` are
+    decided at the frame's turn (``flash`` at the next frame's).
     """
 
     index: int
@@ -608,6 +607,7 @@ few live and lost points). ``shot_start`` and ``flash`` are decided at the frame
     candidates: np.ndarray | None = None
     candidate_tree: cKDTree | None = None  # over ``candidates``, built with them
     motion_in: MotionFrame | None = None
+    cut_distances: tuple | None = None  # from the previous frame's cut sample (:meth:`.CutDetector.distances`)
     shot_start: bool = False
     flash: bool = False  # a flash frame (:mod:`.cuts`): skipped, no point seen on it
 
@@ -823,10 +823,13 @@ class TrackDetector:
 
     @staticmethod
     def link(earlier: PreparedFrame, later: PreparedFrame) -> None:
-        """Measure consecutive frames' motion (``earlier`` toward ``later``) into ``later.motion_in``, ahead of
-        their turn; thread-safe. Frames of different sizes are left to :meth:`push_prepared`'s error."""
+        """Measure consecutive frames' motion (``earlier`` toward ``later``) into ``later.motion_in``, and their
+        cut samples' distances into ``later.cut_distances``, ahead of their turn; thread-safe. Frames of
+        different sizes are left to :meth:`push_prepared`'s error."""
         if earlier.small.shape == later.small.shape:
             later.motion_in = motion_between(earlier.small, later.small, earlier.scale)
+            if earlier.cut_sample is not None and later.cut_sample is not None:
+                later.cut_distances = CutDetector.distances(earlier.cut_sample, later.cut_sample)
 
     @property
     def frame_size(self) -> tuple | None:
@@ -844,7 +847,7 @@ class TrackDetector:
             height, width = earlier.gray.shape
             raise ValueError(f"frame {frame.index} is {frame.gray.shape[1]}x{frame.gray.shape[0]} but earlier "
                              f"frames are {width}x{height}; all frames must have one size")
-        cut = self._cuts.is_cut_sampled(frame.cut_sample)
+        cut = self._cuts.is_cut_sampled(frame.cut_sample, frame.cut_distances)
         if cut:
             self.cuts.append(frame.index)
         if self._cuts.flash_before:  # the pending frame was a flash, not a cut
