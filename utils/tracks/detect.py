@@ -1041,8 +1041,9 @@ class TrackDetector:
         return corners[_in_region(corners, region)]
 
     def _make_room(self, moving: np.ndarray, room: int) -> int:
-        """Let static tracks go for the ``moving`` candidates (bool, one per free candidate) that find no room, as ``motion_preference`` allows
-        (static tracks keep at least (1 - preference) x ``max_points``); returns the new room."""
+        """Let static tracks go for moving candidates that find no room (``moving``: bool, one per free
+        candidate), as ``motion_preference`` allows (static tracks keep at least (1 - preference) x
+        ``max_points``); returns the new room."""
         waiting = int(np.count_nonzero(moving)) - room
         still = np.flatnonzero(self._live_speed < STILL_SPEED)
         spare = len(still) - int(np.ceil((1.0 - self.motion_preference) * self.max_points))
