@@ -208,7 +208,8 @@ class LineLinksNode(io.ComfyNode):
         tracks, frame_size, scale = overlay_inputs(tracks, units, reference)
         params = engine_params(GraphParams, widgets, scale, SCALED_GRAPH)
         style = engine_params(LineStyle, widgets, scale, SCALED_LINE)
-        overlay = link_overlay(tracks.path, tracks.visibility, params, style, opacity=tracks.opacity)
+        overlay = link_overlay(tracks.path, tracks.visibility, params, style, opacity=tracks.opacity,
+                               cuts=tracks.cuts)
         return io.NodeOutput(for_frames(overlay, frame_size))
 
 
@@ -251,8 +252,8 @@ class BoxesNode(io.ComfyNode):
     def execute(cls, tracks, units, reference=None, boxes=None, **widgets) -> io.NodeOutput:
         tracks, frame_size, scale = overlay_inputs(tracks, units, reference)
         style = box_style(widgets, scale)
-        overlay = for_frames(box_overlay(tracks.path, tracks.visibility, style, tracks.size, tracks.opacity),
-                             frame_size)
+        overlay = for_frames(box_overlay(tracks.path, tracks.visibility, style, tracks.size, tracks.opacity,
+                                         cuts=tracks.cuts), frame_size)
         if boxes is None:
             return io.NodeOutput(overlay)
         extra = _bounding_box_overlay(boxes, style)

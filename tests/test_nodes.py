@@ -293,6 +293,14 @@ def test_line_links_and_boxes_colour_by_speed_and_age_through_the_gradient():
     np.testing.assert_allclose(boxes[2].layers[0].stroke_color, [[0, 0, 1, 1], [0, 0, 1, 1]], atol=1e-6)
     np.testing.assert_allclose(boxes[1].layers[0].stroke_color, [[0.5, 0, 0.5, 1]] * 2, atol=1e-6)
     np.testing.assert_allclose(boxes[0].layers[1].stroke_color, [[1, 0, 0, 1]], atol=1e-6)  # given boxes: still, new
+    cut = {**tracks, "track_cuts": [2]}  # frame 2 starts a new shot: track 1's jump there is no motion
+    (links,) = run("LineLinks", tracks=cut, k=1, color_mode="speed", gradient_colors="#000000,#FFFFFF",
+                   gradient=True, units=PERCENT, reference=reference, speed_range=5.0, width=0.5, opacity=1.0)
+    np.testing.assert_allclose(links[2].layers[0].color_end, [[0, 0, 0, 1.0]], atol=1e-6)
+    (boxes,) = run("Boxes", tracks=cut, color_mode="speed", gradient_colors="#000000,#FFFFFF", opacity=1.0,
+                   units=PERCENT, reference=reference, speed_range=5.0)
+    np.testing.assert_allclose(boxes[2].layers[0].stroke_color, [[0, 0, 0, 1]] * 2, atol=1e-6)
+    np.testing.assert_allclose(boxes[1].layers[0].stroke_color, [[0.5, 0.5, 0.5, 1], [0, 0, 0, 1]], atol=1e-6)
     with pytest.raises(ValueError, match="box gradient_colors '#0000FF' must name at least 2 colours"):
         run("Boxes", tracks=tracks, color_mode="age", gradient_colors="#0000FF")
     with pytest.raises(ValueError, match="line gradient_colors entry 2 'blue' is not a colour"):

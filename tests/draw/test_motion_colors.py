@@ -88,6 +88,20 @@ def test_the_stream_tracker_gives_the_batch_motion_frame_by_frame():
             np.testing.assert_array_equal(got, want[t, :columns])
 
 
+def test_a_cut_ends_the_moves_but_not_the_age():
+    """A scene cut before frame 4: track 1, seen on both sides, does not move into it (speed and direction 0, as
+    after a gap), its age goes on, and it moves again after; the stream, told of the cut, agrees."""
+    path, visible = known_path()
+    motion = track_motion(path, visible, cuts=(4,))
+    np.testing.assert_allclose(motion.speed, [[0, 0], [5, 0], [0, 0], [0, 5], [0, 0], [0, 5]], atol=1e-6)
+    np.testing.assert_allclose(motion.direction[4], [0, 0])
+    np.testing.assert_array_equal(motion.age, track_motion(path, visible).age)
+    tracker = MotionTracker()
+    for t in range(len(path)):
+        for got, want in zip(tracker(path[t], visible[t], shot_start=t == 4), motion, strict=True):
+            np.testing.assert_array_equal(got, want[t])
+
+
 def test_known_motions_map_to_known_colours():
     motion = Motion(np.array([0.0, 5.0, 10.0, 40.0], np.float32), np.array([0, 90, 180, 315], np.float32),
                     np.array([0, 1, 2, 8], np.float32))
@@ -131,14 +145,14 @@ def test_one_frame_builders_need_the_motion_given():
                        point_colors=np.zeros((3, 4), np.float32))
 
 
-def moving_tracks(frames=10, count=7, seed=4):
+def moving_tracks(frames=10, count=7, seed=4, cuts=()):
     rng = np.random.default_rng(seed)
     path = (rng.uniform(20, 140, (1, count, 2)) + np.cumsum(rng.normal(0, 3, (frames, count, 2)), axis=0))
     visible = rng.random((frames, count)) > 0.15
     visible[:4, -1] = False  # a track that appears later
     path = path.astype(np.float32)
     path[5, 2] = np.nan  # a lost tracker's NaN
-    return Tracks(path, visible | np.isnan(path).any(axis=2))
+    return Tracks(path, visible | np.isnan(path).any(axis=2), cuts=cuts)
 
 
 SPEC = OverlaySpec(GraphParams(k=2, hysteresis=0.3),
@@ -151,12 +165,14 @@ SPEC = OverlaySpec(GraphParams(k=2, hysteresis=0.3),
                                                           boxes=dataclasses.replace(SPEC.boxes, color_mode="age",
                                                                                     age_range=5.0))],
                          ids=["speed-direction", "age"])
-def test_the_stream_draws_the_batch_colours(cpu_renderer, spec):
-    tracks = moving_tracks()
+@pytest.mark.parametrize("cuts", [(), (6,)], ids=["one shot", "a cut"])
+def test_the_stream_draws_the_batch_colours(cpu_renderer, spec, cuts):
+    tracks = moving_tracks(cuts=cuts)
     frames = np.full((len(tracks.path), 120, 160, 3), 30, np.uint8)
     streamed = np.stack(list(overlay_frames(iter(frames), TrackPoints(tracks), spec, cpu_renderer)))
-    overlays = merge_sequences(link_overlay(tracks.path, tracks.visibility, spec.graph, spec.lines, backend="cpu"),
-                               box_overlay(tracks.path, tracks.visibility, spec.boxes))
+    overlays = merge_sequences(link_overlay(tracks.path, tracks.visibility, spec.graph, spec.lines, backend="cpu",
+                                            cuts=cuts), box_overlay(tracks.path, tracks.visibility, spec.boxes,
+                                                                    cuts=cuts))
     np.testing.assert_array_equal(streamed, render_batch(frames, overlays, cpu_renderer).frames)
     plain = dataclasses.replace(spec, lines=dataclasses.replace(spec.lines, color_mode="single"),
                                 boxes=dataclasses.replace(spec.boxes, color_mode="single"))

@@ -2,7 +2,8 @@
 
 - **speed**: pixels moved since the previous frame, ``|p[t] - p[t-1]|``; 0
   where the track was not visible in both frames (its first frame, and the
-  first frame after a gap).
+  first frame after a gap) and on a shot's first frame (a scene cut: the
+  move from the shot before is no motion).
 - **direction**: the angle of that move in degrees, 0..360: 0 = right,
   90 = up on the screen (counter-clockwise; image rows grow downward); 0
   where the track did not move.
@@ -50,12 +51,16 @@ def _usable(xp, positions, visible):
     return xp.where(visible[..., None], xp.asarray(positions, dtype=xp.float32), 0.0).astype(xp.float32)
 
 
-def track_motion(path, visible, xp=np) -> Motion:
-    """Every track's motion in every frame: ``path`` float [T, N, 2], ``visible`` bool [T, N] -> [T, N] each."""
+def track_motion(path, visible, xp=np, cuts=()) -> Motion:
+    """Every track's motion in every frame: ``path`` float [T, N, 2], ``visible`` bool [T, N] -> [T, N] each;
+    ``cuts``: the frames that start a shot."""
     visible = xp.asarray(visible, dtype=bool)
     path = _usable(xp, path, visible)
     before = xp.concatenate([path[:1], path[:-1]])
     seen_before = xp.concatenate([xp.zeros_like(visible[:1]), visible[:-1]])
+    starts = [cut for cut in cuts if 0 < cut < len(visible)]
+    if starts:  # a move into a shot's first frame is the cut, not motion
+        seen_before[xp.asarray(starts)] = False
     speed, direction = motion_between(before, seen_before, path, visible, xp)
     shown = visible.astype(xp.int32)
     first = xp.argmax(shown, axis=0)
@@ -76,8 +81,9 @@ class MotionTracker:
         self.visible = np.zeros(0, bool)
         self.first = np.zeros(0, np.int64)
 
-    def __call__(self, positions, visible) -> Motion:
-        """This frame's motion per column (positions float [N, 2], visible bool [N]); remembers the frame."""
+    def __call__(self, positions, visible, shot_start: bool = False) -> Motion:
+        """This frame's motion per column (positions float [N, 2], visible bool [N]; ``shot_start``: a scene cut
+        comes before it); remembers the frame."""
         visible = np.asarray(visible, bool)
         count = len(visible)
         if count > len(self.visible):  # new columns: never seen yet
@@ -86,7 +92,8 @@ class MotionTracker:
             self.visible = np.concatenate([self.visible, np.zeros(grow, bool)])
             self.first = np.concatenate([self.first, np.full(grow, -1, np.int64)])
         positions = _usable(np, positions, visible)
-        speed, direction = motion_between(self.positions[:count], self.visible[:count], positions, visible)
+        seen_before = np.zeros(count, bool) if shot_start else self.visible[:count]
+        speed, direction = motion_between(self.positions[:count], seen_before, positions, visible)
         first = self.first[:count]
         first[visible & (first < 0)] = self.frame
         age = np.where(first >= 0, self.frame - first, 0).astype(np.float32)

@@ -141,7 +141,7 @@ def _array_module(backend: str):
 
 
 def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=None, backend: str = "auto",
-                 opacity=None) -> list:
+                 opacity=None, cuts=()) -> list:
     """Per-frame display lists of the neighbour-graph curves of a track set.
 
     ``path`` float32 [T, N, 2], ``visibility`` bool [T, N]; columns are track ids.
@@ -149,21 +149,22 @@ def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=No
     The graph and the curves of all frames are built at once, on the GPU when
     ``backend`` resolves to it (NumPy and CuPy run the same code); ``knn``
     overrides the neighbour search (default: the backend's fastest).
-    ``opacity`` float32 [T, N] (the tracks' fades) scales each link end's alpha.
+    ``opacity`` float32 [T, N] (the tracks' fades) scales each link end's alpha; ``cuts`` (the frames that
+    start a shot) stop the motion colour modes' moves.
     """
     xp = _array_module(backend)
     if xp is not np:
         try:
-            return _link_overlay(path, visibility, params, style, knn, xp, opacity)
+            return _link_overlay(path, visibility, params, style, knn, xp, opacity, cuts)
         except (ValueError, TypeError):
             raise  # bad input: the CPU would refuse it too
         except Exception as error:  # CuPy/CUDA errors have no common base class
             LOGGER.warning("building the links on the GPU failed (%s: %s); building them on the CPU",
                            type(error).__name__, error)
-    return _link_overlay(path, visibility, params, style, knn, np, opacity)
+    return _link_overlay(path, visibility, params, style, knn, np, opacity, cuts)
 
 
-def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, xp, opacity=None) -> list:
+def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, xp, opacity=None, cuts=()) -> list:
     visible = xp.asarray(_visible(path, visibility))
     points = xp.asarray(np.nan_to_num(np.asarray(path, np.float32)))
     frames, columns = visible.shape
@@ -173,7 +174,7 @@ def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, 
     alpha = None if opacity is None else xp.asarray(np.asarray(opacity, np.float32).reshape(-1))
     colors = None
     if style.color_mode in MOTION_MODES:
-        colors = motion_colors(style, track_motion(points, visible, xp), xp).reshape(-1, 4)
+        colors = motion_colors(style, track_motion(points, visible, xp, cuts), xp).reshape(-1, 4)
     geometry = link_geometry(points.reshape(-1, 2), xp.arange(frames * columns) % max(columns, 1), nodes, style, xp=xp,
                              opacity=alpha, point_colors=colors)
     host = {name: to_numpy(values) for name, values in geometry.items()}
@@ -195,15 +196,16 @@ def _fastest_knn(xp, params: GraphParams):
     return knn_gpu if xp is not np and fits else knn_cpu
 
 
-def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None, point_colors=None) -> list:
+def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None, point_colors=None, cuts=()) -> list:
     """Per-frame display lists of a box around every visible track.
 
     ``sizes`` float32 [T, N, 2] (w, h) is used when ``style.size_mode == 'track'``;
     tracks without a finite size fall back to ``style.size``. Positions that are
     NaN/inf or beyond ±``POSITION_LIMIT`` count as hidden. ``opacity`` float32
     [T, N] (the tracks' fades) scales each box's alpha. The motion colour modes
-    take the tracks' motion over these frames, or ``point_colors`` [T, N, 4]
-    where given. All frames' boxes are built at once.
+    take the tracks' motion over these frames (no move into a frame of ``cuts``,
+    a shot's first), or ``point_colors`` [T, N, 4] where given. All frames'
+    boxes are built at once.
     """
     visible = _visible(path, visibility)
     frame, columns = np.nonzero(visible)
@@ -212,7 +214,7 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None, poi
         given = sizes[frame, columns]
         wh = np.where(np.isfinite(given) & (given >= 0), given, wh)
     if style.color_mode in MOTION_MODES and point_colors is None:
-        point_colors = motion_colors(style, track_motion(path, visible))
+        point_colors = motion_colors(style, track_motion(path, visible, cuts=cuts))
     boxes = box_primitives(path[frame, columns], wh, columns, style,
                            None if opacity is None else np.asarray(opacity)[frame, columns],
                            None if point_colors is None else np.asarray(point_colors)[frame, columns])

@@ -397,7 +397,8 @@ class OverlayBuilder:
         if self.motion is None:
             return None
         positions = np.asarray(points.positions, np.float32)
-        return self.motion(positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1))
+        return self.motion(positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1),
+                           points.shot_start)
 
     @staticmethod
     def _colors(style, motion):
