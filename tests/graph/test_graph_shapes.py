@@ -210,19 +210,21 @@ def test_a_long_line_of_points_is_linked_as_a_chain(mode):
 
 @pytest.mark.parametrize("mode", SHAPES)
 @pytest.mark.parametrize("hysteresis", [0.0, 0.25])
-def test_batches_equal_the_frame_by_frame_graph(mode, hysteresis):
+@pytest.mark.parametrize("cuts", [(), (2,)], ids=["one shot", "a cut"])
+def test_batches_equal_the_frame_by_frame_graph(mode, hysteresis, cuts):
+    """Frame by frame, each with the frame before's edges as previous, except a shot's first frame."""
     path = jittered(points=40, frames=5)
     visible = np.random.default_rng(2).random(path.shape[:2]) > 0.2
     visible[3] = False  # an empty frame
     visible[4, 3:] = False  # three points
     params = GraphParams(mode=mode, hysteresis=hysteresis, max_length=400.0)
-    sequence = build_edge_sequence(path, visible, params)
+    sequence = build_edge_sequence(path, visible, params, cuts=cuts)
     previous = None
     for t in range(len(path)):
-        want, _ = build_edges(path[t], params, valid=visible[t], previous=previous)
+        want, _ = build_edges(path[t], params, valid=visible[t], previous=None if t in cuts else previous)
         assert edge_set(sequence[t]) == edge_set(want)
         previous = want
-    _, _, lengths = build_edge_batch(path, visible, params)
+    _, _, lengths = build_edge_batch(path, visible, params, cuts=cuts)
     np.testing.assert_allclose(lengths, np.concatenate([edge_lengths(path[t], sequence[t]) for t in range(5)]))
 
 

@@ -15,7 +15,7 @@ from trackoverlay.utils.draw.display_list import Glyphs, merge_sequences
 from trackoverlay.utils.draw.labels import label_overlay
 from trackoverlay.utils.draw.overlays import box_overlay, link_overlay, trail_overlay
 from trackoverlay.utils.draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
-from trackoverlay.utils.graph.neighbours import GraphParams
+from trackoverlay.utils.graph.neighbours import GraphParams, build_edge_sequence, build_edges
 from trackoverlay.utils.raster.batch import render_batch
 from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.raster.glow import Glow
@@ -96,6 +96,25 @@ def test_stream_matches_batch_pipeline(demo_clip, cpu_renderer):
     np.testing.assert_array_equal(streamed, batch)
     np.testing.assert_array_equal(frames, before)
     assert not np.array_equal(streamed, frames)
+
+
+def test_a_shot_holds_on_to_no_link_of_the_shot_before():
+    """With hysteresis, the stream's graph on a shot's first frame is that frame's own, as the batch's is; here
+    the links held from the frame before would differ (8 points walking at random, a cut at frame 2)."""
+    rng = np.random.default_rng(0)
+    path = (rng.uniform(0, 100, (1, 8, 2)) + np.cumsum(rng.normal(0, 6, (4, 8, 2)), axis=0)).astype(np.float32)
+    tracks = Tracks(path, np.ones((4, 8), bool), cuts=(2,))
+    params = GraphParams(k=2, hysteresis=0.5)
+    builder, points = OverlayBuilder(OverlaySpec(params, boxes=None)), TrackPoints(tracks)
+    streamed = []
+    for t in range(4):
+        builder(points(t, None), t)
+        streamed.append(builder.edges)
+    batch = build_edge_sequence(path, tracks.visibility, params, cuts=tracks.cuts)
+    for got, want in zip(streamed, batch, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(streamed[2], build_edges(path[2], params)[0])
+    assert not np.array_equal(streamed[2], build_edge_sequence(path, tracks.visibility, params)[2])
 
 
 def test_stream_draws_the_spec_glow_like_the_batch_path(demo_clip, cpu_renderer, tmp_path):

@@ -150,7 +150,7 @@ def link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn=No
     ``backend`` resolves to it (NumPy and CuPy run the same code); ``knn``
     overrides the neighbour search (default: the backend's fastest).
     ``opacity`` float32 [T, N] (the tracks' fades) scales each link end's alpha; ``cuts`` (the frames that
-    start a shot) stop the motion colour modes' moves.
+    start a shot) stop the graph's hysteresis and the motion colour modes' moves there.
     """
     xp = _array_module(backend)
     if xp is not np:
@@ -169,7 +169,7 @@ def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, 
     points = xp.asarray(np.nan_to_num(np.asarray(path, np.float32)))
     frames, columns = visible.shape
     knn = knn or _fastest_knn(xp, params)
-    frame, edges, _ = build_edge_batch(points, visible, params, knn=knn)
+    frame, edges, _ = build_edge_batch(points, visible, params, knn=knn, cuts=cuts)
     nodes = edges + (frame * columns)[:, None]
     alpha = None if opacity is None else xp.asarray(np.asarray(opacity, np.float32).reshape(-1))
     colors = None

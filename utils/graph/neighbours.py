@@ -501,14 +501,16 @@ def _check_path(track_path, visibility):
     return xp, path, vis & finite
 
 
-def build_edge_batch(track_path, visibility, params: GraphParams, knn=knn_cpu, pairs_within=pairs_within_cpu):
+def build_edge_batch(track_path, visibility, params: GraphParams, knn=knn_cpu, pairs_within=pairs_within_cpu,
+                     cuts=()):
     """Every frame's edges at once, as pairs of track ids (columns).
 
     The same edges as :func:`build_edge_sequence`, in one flat set: frame
     ``t`` links the visible points of ``track_path[t]`` (hysteresis against
-    frame ``t - 1``'s edges). Without hysteresis frames are independent and
-    everything after the neighbour search runs once for the whole batch
-    (nodes numbered ``t * N + column``).
+    frame ``t - 1``'s edges, unless ``t`` is in ``cuts``: a shot's first
+    frame holds on to no link of the shot before). Without hysteresis frames
+    are independent and everything after the neighbour search runs once for
+    the whole batch (nodes numbered ``t * N + column``).
 
     Returns:
         ``(frame, edges, lengths)``: int64 ``[E]``, int64 ``[E, 2]`` (columns
@@ -519,7 +521,8 @@ def build_edge_batch(track_path, visibility, params: GraphParams, knn=knn_cpu, p
     if params.hysteresis > 0 and frames > 0:
         edges, lengths, previous = [], [], None
         for t in range(frames):  # each frame needs the one before
-            previous, length = build_edges(path[t], params, knn, valid[t], previous, pairs_within)
+            previous, length = build_edges(path[t], params, knn, valid[t], None if t in cuts else previous,
+                                           pairs_within)
             edges.append(previous)
             lengths.append(length)
         frame = xp.repeat(xp.arange(frames, dtype=xp.int64), [len(part) for part in edges])
@@ -550,7 +553,7 @@ def _knn_frame_keys(xp, path, valid, params: GraphParams, knn_frames):
 
 
 def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu,
-                        pairs_within=pairs_within_cpu):
+                        pairs_within=pairs_within_cpu, cuts=()):
     """Per-frame edges over a track set, as pairs of track ids (columns).
 
     Frame ``t`` links the visible points of ``track_path[t]`` as
@@ -563,12 +566,13 @@ def build_edge_sequence(track_path, visibility, params: GraphParams, knn=knn_cpu
         track_path: float32 ``[T, N, 2]`` pixel positions (NumPy or CuPy).
         visibility: bool ``[T, N]``.
         params, knn, pairs_within: as in :func:`build_edges`.
+        cuts: the frames that start a shot (no hysteresis against the frame before).
 
     Returns:
         list of ``T`` int64 ``[E_t, 2]`` edge arrays (lengths: :func:`edge_lengths`).
     """
     xp = array_module(track_path)
-    frame, edges, _ = build_edge_batch(track_path, visibility, params, knn, pairs_within)
+    frame, edges, _ = build_edge_batch(track_path, visibility, params, knn, pairs_within, cuts)
     frames = int(xp.asarray(track_path).shape[0])
     bounds = to_numpy(xp.searchsorted(frame, xp.arange(frames + 1, dtype=xp.int64)))
     return [edges[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

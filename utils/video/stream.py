@@ -373,7 +373,8 @@ class OverlayBuilder:
             if self.budget is not None:
                 graph = self.spec.graph
                 self.budget.check_points(int(valid.sum()), graph.k if graph.mode == "knn" else 8, where)
-            self.edges, _ = build_edges(positions, self.spec.graph, valid=valid, previous=self.edges)
+            self.edges, _ = build_edges(positions, self.spec.graph, valid=valid,
+                                        previous=None if points.shot_start else self.edges)
         return positions, valid
 
     def advance(self, points: FramePoints) -> None:
