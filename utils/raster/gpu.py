@@ -577,9 +577,9 @@ class GpuRenderer(Renderer):
                 staging = self._buffer("planes", planes.y.size * 3 // 2, cupy.uint8)
                 targets = YuvPlanes(*packed_planes(staging, [plane.shape for plane in (planes.y, planes.u, planes.v)]),
                                     colorspace=planes.colorspace, full_range=planes.full_range)
-                pairs = [(staging, planes.packed())]  # one copy each way where the planes are packed alike
-                if pairs[0][1] is None:
-                    pairs = list(zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)))
+                packed = planes.packed()  # one copy each way where the planes are packed as the staging is
+                pairs = [(staging, packed)] if packed is not None else \
+                    list(zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)))
                 for target, plane in pairs:
                     target.set(plane, stream)
             else:
