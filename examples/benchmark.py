@@ -22,7 +22,8 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          plain PyAV transcodes (YUV, same x264 settings; the best one is the reference), the CLI drawing
          nothing, with a track file (100 points; CPU, and GPU when present) and with detection, in YUV
          (the default for yuv420p video) and with the RGB path forced; on the GPU with the nvcodec extra,
-         one more run decodes with NVDEC. Each backend renders a short clip first (kernels compiled, caches
+         one more run decodes with NVDEC; and x264 alone on the clip's first 120 frames and on those of its
+         track file render, decoded beforehand (the overlay's sharp lines cost the encoder more). Each backend renders a short clip first (kernels compiled, caches
          warm: a first GPU run on a machine also compiles CuPy's kernels, once); every run is timed whole,
          start-up included, as a user waits for it, once per round (--video-rounds, default 3; the median
          is reported)
@@ -49,11 +50,13 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import sys
 import time
+from fractions import Fraction
 
 import cv2
 import numpy as np
@@ -530,6 +533,38 @@ def _transcode(source: str, target: str, preset: str, threaded: bool) -> int:
     return count[0]
 
 
+ENCODER_FRAMES = 120
+"""Frames the encoder-alone runs of the video scene encode from memory (decoded beforehand: 120 4K frames hold
+about 1.5 GB, twice over)."""
+
+
+def _decoded(path: str, count: int) -> tuple[list, Fraction]:
+    """The first ``count`` frames of ``path`` decoded as yuv420p, and its frame rate."""
+    import av
+
+    with av.open(path) as reader:
+        video = reader.streams.video[0]
+        video.thread_type = "AUTO"
+        frames = [frame.reformat(format="yuv420p") for frame in itertools.islice(reader.decode(video), count)]
+        return frames, video.average_rate
+
+
+def _encode_only(frames: list, rate: Fraction, target: str, preset: str) -> int:
+    """x264 alone at the CLI's settings (frame threads) on frames decoded beforehand: the encoder's own pace on
+    that picture."""
+    import av
+
+    with av.open(target, "w") as writer:
+        stream = writer.add_stream("libx264", rate=rate, options={"crf": "18", "preset": preset})
+        stream.width, stream.height, stream.pix_fmt = frames[0].width, frames[0].height, "yuv420p"
+        stream.codec_context.thread_type = "FRAME"
+        for index, frame in enumerate(frames):
+            frame.pts = index
+            writer.mux(stream.encode(frame))
+        writer.mux(stream.encode(None))
+    return len(frames)
+
+
 def _overlay_cli(source: str, target: str, preset: str, backend: str, *extra: str, rgb: bool = False) -> None:
     """The CLI's own render (examples/overlay_video.py main), in-process; ``rgb`` forces the RGB path."""
     import contextlib
@@ -596,14 +631,28 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
             if "gpu" in backends and probe_nvdec()[0]:
                 runs["CLI, track file (100 points), gpu, NVDEC decode"] = lambda: _overlay_cli(
                     clip, os.path.join(folder, "out.mp4"), preset, "gpu", "--tracks", tracks, "--decoder", "nvdec")
+            runs.update(_encoder_runs(clip, tracks, folder, preset, backends[-1]))
             for _ in range(rounds):
                 for name, run in runs.items():
                     start, used = time.perf_counter(), time.process_time()
-                    run()
-                    samples.setdefault(name, {}).setdefault(size, []).append(frames / (time.perf_counter() - start))
-                    cpu.setdefault(name, {}).setdefault(size, []).append(1000 * (time.process_time() - used) / frames)
+                    count = run() or frames
+                    samples.setdefault(name, {}).setdefault(size, []).append(count / (time.perf_counter() - start))
+                    cpu.setdefault(name, {}).setdefault(size, []).append(1000 * (time.process_time() - used) / count)
     return tuple({name: {size: median(values) for size, values in by_size.items()} for name, by_size in taken.items()}
                  for taken in (samples, cpu))
+
+
+def _encoder_runs(clip: str, tracks: str, folder: str, preset: str, backend: str) -> dict:
+    """Name -> function encoding, with x264 alone, the clip's first :data:`ENCODER_FRAMES` frames and those of its
+    track file render (drawn once here): an overlay of sharp lines costs the encoder more than the clip alone,
+    whoever draws it."""
+    rendered = os.path.join(folder, "overlaid.mp4")
+    _overlay_cli(clip, rendered, preset, backend, "--tracks", tracks, "--decoder", "cpu")
+    target = os.path.join(folder, "encoded.mp4")
+    plain, overlaid = _decoded(clip, ENCODER_FRAMES), _decoded(rendered, ENCODER_FRAMES)
+    return {"x264 alone, the clip's frames (decoded beforehand)": lambda: _encode_only(*plain, target, preset),
+            "x264 alone, the track file render's frames (decoded beforehand)": lambda: _encode_only(
+                *overlaid, target, preset)}
 
 
 def _video_inputs(folder: str, name: str, width: int, height: int, frames: int) -> tuple[str, str, str]:
