@@ -23,10 +23,10 @@ stroke 2 px, fill 0.2, roundness 0.3; lines first, boxes on top):
          nothing, with a track file (100 points; CPU, and GPU when present) and with detection, in YUV
          (the default for yuv420p video) and with the RGB path forced; on the GPU with the nvcodec extra,
          one more run decodes with NVDEC; and x264 alone on the clip's first 120 frames and on those of its
-         track file render, decoded beforehand (the overlay's sharp lines cost the encoder more). Each backend renders a short clip first (kernels compiled, caches
-         warm: a first GPU run on a machine also compiles CuPy's kernels, once); every run is timed whole,
-         start-up included, as a user waits for it, once per round (--video-rounds, default 3; the median
-         is reported)
+         track file render, decoded beforehand (the overlay's sharp lines cost the encoder more). Each
+         backend renders a short clip first (kernels compiled, caches warm: a first GPU run on a machine
+         also compiles CuPy's kernels, once); every run is timed whole, start-up included, as a user waits
+         for it, once per round (--video-rounds, default 3; the median is reported)
   trails motion trails of 30 frames for 1000 points at 4K (TrailStyle defaults, width 3 px; points move
          2..8 px per frame with 1 px jitter, default_rng(0)): building them (whole clip and one streamed
          frame), and one frame drawn on the CPU, or on the GPU with the frame resident
@@ -503,6 +503,16 @@ def riding_points(frames: int, width: int, height: int, count: int = 100, seed: 
     return np.stack([x, y], axis=-1).astype(np.float32)
 
 
+def _x264(writer, rate, width: int, height: int, preset: str, threaded: bool):
+    """A yuv420p x264 stream at the CLI's settings (crf 18, ``preset``) in ``writer``; ``threaded``: x264 frame
+    threads (else PyAV's default, slice threads)."""
+    stream = writer.add_stream("libx264", rate=rate, options={"crf": "18", "preset": preset})
+    stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+    if threaded:
+        stream.codec_context.thread_type = "FRAME"
+    return stream
+
+
 def _transcode(source: str, target: str, preset: str, threaded: bool) -> int:
     """A plain PyAV transcode in YUV at the CLI's x264 settings: serial with PyAV's default encoder threads
     (x264 slice threads), or ``threaded``: x264 frame threads and decoding, encoding on two threads."""
@@ -512,10 +522,8 @@ def _transcode(source: str, target: str, preset: str, threaded: bool) -> int:
     with av.open(source) as reader, av.open(target, "w") as writer:
         video = reader.streams.video[0]
         video.thread_type = "AUTO"
-        stream = writer.add_stream("libx264", rate=video.average_rate, options={"crf": "18", "preset": preset})
-        stream.width, stream.height, stream.pix_fmt = video.codec_context.width, video.codec_context.height, "yuv420p"
-        if threaded:
-            stream.codec_context.thread_type = "FRAME"
+        stream = _x264(writer, video.average_rate, video.codec_context.width, video.codec_context.height, preset,
+                       threaded)
         count = [0]
 
         def encode(frame) -> None:
@@ -555,9 +563,7 @@ def _encode_only(frames: list, rate: Fraction, target: str, preset: str) -> int:
     import av
 
     with av.open(target, "w") as writer:
-        stream = writer.add_stream("libx264", rate=rate, options={"crf": "18", "preset": preset})
-        stream.width, stream.height, stream.pix_fmt = frames[0].width, frames[0].height, "yuv420p"
-        stream.codec_context.thread_type = "FRAME"
+        stream = _x264(writer, rate, frames[0].width, frames[0].height, preset, threaded=True)
         for index, frame in enumerate(frames):
             frame.pts = index
             writer.mux(stream.encode(frame))
