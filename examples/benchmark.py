@@ -622,7 +622,9 @@ def bench_video(backends, frames: int, preset: str, sizes=("1920x1080", "3840x21
     """Frames per second of plain transcodes and of the CLI's renders of the same clip, same x264 settings,
     in one run, and the process's CPU time a frame (all its threads, x264's included): ({run: {size: median
     fps}}, {run: {size: median CPU ms a frame}}). Every run is timed once per round, the rounds one after
-    another, so a slow spell of a shared machine reaches all runs alike, not one."""
+    another, so a slow spell of a shared machine reaches all runs alike, not one. A run that returns a count
+    (the encoder-alone runs: at most :data:`ENCODER_FRAMES`) is timed per frame of that count, the others per
+    frame of the clip."""
     import tempfile
 
     from trackoverlay.utils.video.nvcodec import probe_nvdec
