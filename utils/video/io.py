@@ -433,9 +433,10 @@ class VideoFrames:
             raise
 
     def close(self) -> None:
-        """Stop decoding and close the file (safe to call more than once)."""
+        """Stop decoding, close the file and let go of the planes' buffers (safe to call more than once)."""
         self._frames.close()
         self._container.close()
+        self._wanted.pop("buffers", None)
 
     __del__ = close  # dropped unfinished: release the file now, as a generator's cleanup would
 

@@ -37,7 +37,7 @@ import os
 import queue
 from abc import ABC
 from collections import deque
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Iterable, Iterator
@@ -61,9 +61,18 @@ from . import paths
 from .audio import AudioCopy
 from .budget import Budget
 from .formats import choose_format
-from .io import DecodedFrame, PngSequenceWriter, VideoFrames, VideoWriter, iter_video_frames, open_video, probe_video
+from .io import (
+    DecodedFrame,
+    PngSequenceWriter,
+    VideoFrames,
+    VideoWriter,
+    iter_video_frames,
+    open_video,
+    probe_video,
+)
 from .nvcodec import FrameHandOver, open_frames, open_video_writer, place_frame
 from .pipeline import Pipeline, prefetched
+from .processes import draw_processes
 from .yuv import PlaneBuffers, composite_planes, draw_planes_together
 
 QUEUE_DEPTH = 2
@@ -773,21 +782,26 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
     try:
         range_ = FrameRange(start_frame, end_frame, max_frames)
         budget = Budget() if budget is None else budget
-        budget.check_frames(source.width, source.height,
-                            frames_in_flight(renderer, source.width, source.height) + points.frames_held())
+        held = frames_in_flight(renderer, source.width, source.height) + points.frames_held()
+        budget.check_frames(source.width, source.height, held)
         if spec.glow.enabled:
             budget.check_glow(source.width, source.height)
         points.check_frame_size(source.width, source.height)
         _preflight(points, spec, budget, range_)
         writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio, encoder)
-        try:
-            count = _render(source, points, spec, renderer, writers, range_, layer_only, budget, progress)
-        except BaseException:
+        planar = _stays_in_yuv(source, writers, layer_only, spec, renderer)
+        with draw_processes(renderer, _frames_to_draw(source, range_), source.width, source.height, held) \
+                if planar else nullcontext() as processes:
+            try:
+                count = _render(source, points, spec, renderer, writers, range_, layer_only, budget, progress,
+                                planar, processes)
+            except BaseException:
+                for writer in writers:
+                    writer.abort()
+                raise
             for writer in writers:
-                writer.abort()
-            raise
-        for writer in writers:
-            writer.close()
+                writer.close()
+            source.close()  # its decoder's buffers go before the processes' shared memory they are in
     finally:
         source.close()
     return count - getattr(writers[0], "frames_left_out", 0)  # a GIF leaves out frames due too soon
@@ -827,18 +841,24 @@ def _before(items: Iterable, stop: int, frame_of: Callable, passed: list) -> Ite
         yield item
 
 
-def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress) -> int:
+def _frames_to_draw(source: FrameSource, range_: FrameRange) -> int | None:
+    """How many frames a render of ``range_`` draws (None: unknown)."""
+    ends = [end for end in (range_.stop, source.frame_count or None) if end is not None]
+    return max(0, min(ends) - range_.start) if ends else None
+
+
+def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_only: bool, budget, progress,
+            planar: bool, processes) -> int:
     at_once = renderer.frames_at_once
-    drawer = renderer.one_band() if at_once > 1 else renderer  # frames at once: each in one band
+    drawer = processes or (renderer.one_band() if at_once > 1 else renderer)  # frames at once: each in one band
     builder = OverlayBuilder(spec, budget, (source.width, source.height))
     first = range_.start
     if points.needs_frames:
         first = 0 if points.warmup is None else max(0, range_.start - points.warmup)
-    planar = _stays_in_yuv(source, writers, layer_only, spec, renderer)
     # in YUV, RGB images are made only for a detector (drawing and encoding use the planes), and the planes
-    # live in reused buffers of the renderer's choosing (page-locked for the GPU)
-    frames = source.timed(first, yuv=True, rgb=points.needs_frames, buffers=PlaneBuffers(renderer.host_array)) \
-        if planar else source.timed(first)
+    # live in reused buffers of the drawer's choosing (page-locked for the GPU, shared with worker processes)
+    frames = source.timed(first, yuv=True, rgb=points.needs_frames,
+                          buffers=PlaneBuffers((processes or renderer).host_array)) if planar else source.timed(first)
     passed = []  # the time of the first frame after the range, where the output's sound ends
     if range_.stop is not None and not points.needs_frames:
         frames = _before(frames, range_.stop, lambda item: item, passed)

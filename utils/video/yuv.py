@@ -187,10 +187,13 @@ def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
         flat[index] = _levels(keep * flat[index] + term, xp)
 
 
-def _drawn_on_gpu(renderer, display_lists: list, planes: list, glow) -> int:
-    """How many of ``display_lists`` (from the first) ``renderer`` drew over their ``planes`` on the GPU
-    (over their ``glow``, from one scene uploaded for them, in place): all of them, or none when it draws
-    on the CPU, or those done before the GPU failed (a retry resumes after them)."""
+def _drawn_in_place(renderer, display_lists: list, planes: list, glow) -> int:
+    """How many of ``display_lists`` (from the first) ``renderer`` drew over their ``planes`` in place (over their
+    ``glow``): all of them on worker processes (:mod:`.processes`) or on the GPU (from one scene uploaded for
+    them), none when it draws on the CPU here, or those done before the GPU failed (a retry resumes after
+    them)."""
+    if hasattr(renderer, "draw_planes_in_place"):
+        return renderer.draw_planes_in_place(display_lists, planes, glow)
     done = [0]
 
     def draw(gpu):
@@ -211,8 +214,9 @@ def draw_planes_together(renderer, display_lists: list, planes: list, glow=None)
 
     The GPU renderer uploads one scene for the frames that have something to
     draw and composites each at once, in place (host planes cross the bus
-    once each way): None comes back, as it does for an empty list.
-    Otherwise each layer is rasterised on the CPU and its
+    once each way), and worker processes (:mod:`.processes`) draw in place
+    over planes in shared memory: None comes back, as it does for an empty
+    list. Otherwise each layer is rasterised on the CPU and its
     :class:`PlanarLayer` comes back, for :func:`composite_planes` to apply
     (on another thread, if the caller likes); the planes' pixels are not
     read yet.
@@ -221,8 +225,8 @@ def draw_planes_together(renderer, display_lists: list, planes: list, glow=None)
     drawn = [index for index, display_list in enumerate(display_lists) if display_list.primitive_count]
     if not drawn:
         return layers
-    on_gpu = _drawn_on_gpu(renderer, [display_lists[i] for i in drawn], [planes[i] for i in drawn], glow)
-    for index in drawn[on_gpu:]:
+    in_place = _drawn_in_place(renderer, [display_lists[i] for i in drawn], [planes[i] for i in drawn], glow)
+    for index in drawn[in_place:]:
         picture = planes[index]
         sparse = renderer.rasterize(display_lists[index], picture.height, picture.width, glow=glow)
         layers[index] = planar_layer(sparse.pixels, sparse.color, sparse.alpha, picture)
