@@ -2,6 +2,7 @@
 freed after a render, a worker that does not start leaves its frames to threads, one that dies or is stopped
 fails the render, and the pack's own module name (a host's choice) reaches the workers."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -19,7 +20,8 @@ from test_yuv import SPEC, decoded_planes, random_tracks, smooth_clip
 from trackoverlay.utils.draw.display_list import DisplayList
 from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.raster.fallback import FallbackRenderer
-from trackoverlay.utils.video import processes
+from trackoverlay.utils.raster.glow import Glow
+from trackoverlay.utils.video import processes, stream
 from trackoverlay.utils.video.stream import FrameSource, TrackPoints, render_video
 from trackoverlay.utils.video.yuv import YuvPlanes, packed_planes
 
@@ -54,7 +56,7 @@ def shared_memory_names() -> set:
     return set(os.listdir(SHM)) if SHM.is_dir() else set()
 
 
-def render(folder: Path, name: str, renderer=None, frames=FRAMES, **options) -> Path:
+def render(folder: Path, name: str, renderer=None, frames=FRAMES, spec=SPEC, **options) -> Path:
     """The test clip with random tracks drawn losslessly by ``renderer`` (2 frames at once by default)."""
     clip = folder / "clip.mp4"
     if not clip.exists():
@@ -63,7 +65,7 @@ def render(folder: Path, name: str, renderer=None, frames=FRAMES, **options) -> 
     output = folder / f"{name}.mp4"
     try:
         render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(frames, 10, WIDTH, HEIGHT, seed=4)),
-                     SPEC, renderer, output, crf=0, preset="ultrafast", **options)
+                     spec, renderer, output, crf=0, preset="ultrafast", **options)
     finally:
         renderer.close()
     return output
@@ -79,9 +81,9 @@ def assert_same_video(a: Path, b: Path) -> None:
 
 def test_frames_drawn_on_processes_equal_frames_drawn_on_threads(tmp_path, monkeypatch, started):
     before = shared_memory_names()
-    on_threads = render(tmp_path, "threads")  # 12 small frames: below PROCESS_MIN_PIXELS
+    on_threads = render(tmp_path, "threads")  # 12 frames: below PROCESS_MIN_FRAMES
     assert started == []
-    monkeypatch.setattr(processes, "PROCESS_MIN_PIXELS", 0)
+    monkeypatch.setattr(processes, "PROCESS_MIN_FRAMES", 0)
     on_processes = render(tmp_path, "processes")
     assert len(started) == 2 and sum(worker.asked for worker in started) == FRAMES
     assert_same_video(on_threads, on_processes)
@@ -91,9 +93,21 @@ def test_frames_drawn_on_processes_equal_frames_drawn_on_threads(tmp_path, monke
     assert shared_memory_names() == before and processes._HELD == []  # the frames' memory is freed
 
 
+def test_processes_draw_a_glowing_overlay_in_yuv_as_threads_would(tmp_path, monkeypatch, started):
+    glowing = dataclasses.replace(SPEC, glow=Glow(radius=6.0, strength=2.0))
+    rule = stream._glow_in_yuv
+    monkeypatch.setattr(stream, "_glow_in_yuv", lambda renderer, processes: True)  # threads too, to compare
+    on_threads = render(tmp_path, "threads", spec=glowing)
+    monkeypatch.setattr(stream, "_glow_in_yuv", rule)
+    monkeypatch.setattr(processes, "PROCESS_MIN_FRAMES", 0)
+    on_processes = render(tmp_path, "processes", spec=glowing)
+    assert sum(worker.asked for worker in started) == FRAMES
+    assert_same_video(on_threads, on_processes)
+
+
 def test_a_worker_that_does_not_start_leaves_its_frames_to_threads(tmp_path, monkeypatch, started, caplog):
     on_threads = render(tmp_path, "threads")
-    monkeypatch.setattr(processes, "PROCESS_MIN_PIXELS", 0)
+    monkeypatch.setattr(processes, "PROCESS_MIN_FRAMES", 0)
     monkeypatch.setattr(processes, "_BOOT", "import sys; sys.exit(3)")
     fallen_back = render(tmp_path, "fallen-back")
     assert_same_video(on_threads, fallen_back)
@@ -108,7 +122,7 @@ def test_a_worker_that_does_not_start_leaves_its_frames_to_threads(tmp_path, mon
 
 def test_a_worker_that_cannot_be_launched_leaves_its_frames_to_threads(tmp_path, monkeypatch, caplog):
     on_threads = render(tmp_path, "threads")
-    monkeypatch.setattr(processes, "PROCESS_MIN_PIXELS", 0)
+    monkeypatch.setattr(processes, "PROCESS_MIN_FRAMES", 0)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
     with caplog.at_level(logging.WARNING, "trackoverlay"):
         fallen_back = render(tmp_path, "fallen-back")
@@ -117,7 +131,7 @@ def test_a_worker_that_cannot_be_launched_leaves_its_frames_to_threads(tmp_path,
 
 
 def test_a_worker_that_dies_while_drawing_fails_the_render(tmp_path, monkeypatch, started):
-    monkeypatch.setattr(processes, "PROCESS_MIN_PIXELS", 0)
+    monkeypatch.setattr(processes, "PROCESS_MIN_FRAMES", 0)
     draw = processes._DrawingProcess.draw
 
     def dying(self, job, stop_check):
@@ -198,13 +212,22 @@ def test_a_stop_while_a_worker_draws_ends_that_worker():
         frames.close()
 
 
+def test_a_worker_leaves_cleanly_when_its_parent_hangs_up():
+    """Its watchdog thread, waiting on standard input, must not stop the interpreter's exit (it did with a
+    buffered read: a fatal error, exit code -6)."""
+    worker = started_process()
+    worker.connection.close()
+    assert worker.process.wait(30) == 0
+    worker.hang_up()
+
+
 def test_processes_draw_only_long_cpu_renders_with_room_in_shared_memory(monkeypatch, caplog):
     def chosen(renderer, frames, width=1920, height=1080, held=25):
         with processes.draw_processes(renderer, frames, width, height, held) as drawer:
             return drawer is not None
 
     renderer = CpuRenderer(workers=2, frames_at_once=2)
-    minimum = -(-processes.PROCESS_MIN_PIXELS // (1920 * 1080))
+    minimum = processes.PROCESS_MIN_FRAMES
     assert chosen(renderer, minimum) and chosen(renderer, None)  # unknown length: a video may be long
     assert not chosen(renderer, minimum - 1)
     assert not chosen(CpuRenderer(workers=2, frames_at_once=1), None)  # one frame at a time: nothing to share

@@ -356,10 +356,10 @@ def test_frames_drawn_at_once_give_the_video_drawn_a_frame_at_a_time(tmp_path):
 
 
 def test_glow_in_yuv_matches_the_rgb_path(tmp_path, cpu_renderer, monkeypatch):
-    """A glowing overlay composited in the planes (the GPU's choice; the CPU's after a GPU failure; the halo
-    is part of the sparse layer): within the bounds of the plain overlay, untouched pixels are the decoder's
-    own, and the halo reaches past the boxes."""
-    monkeypatch.setattr(stream, "_glow_in_yuv", lambda renderer: True)
+    """A glowing overlay composited in the planes (the GPU's and worker processes' choice; the CPU's after a GPU
+    failure; the halo is part of the sparse layer): within the bounds of the plain overlay, untouched pixels
+    are the decoder's own, and the halo reaches past the boxes."""
+    monkeypatch.setattr(stream, "_glow_in_yuv", lambda renderer, processes: True)
     glowing = dataclasses.replace(SPEC, glow=Glow(radius=6.0, strength=2.0))
     clip = smooth_clip(tmp_path / "clip.mp4")
     tracks = random_tracks(4, 12, 160, 96, region=0.5)  # boxes reach x < 90, the halo x < 97
@@ -375,9 +375,10 @@ def test_glow_in_yuv_matches_the_rgb_path(tmp_path, cpu_renderer, monkeypatch):
         assert np.count_nonzero(ya != yp) > 0.05 * ya.size  # the halo
 
 
-def test_the_cpu_draws_glow_in_rgb_and_the_gpu_in_yuv(cpu_renderer):
+def test_the_cpus_threads_draw_glow_in_rgb_its_processes_and_the_gpu_in_yuv(cpu_renderer):
     gpu = FallbackRenderer(HostGpu(cpu_renderer), CpuRenderer)
-    assert not stream._glow_in_yuv(cpu_renderer) and stream._glow_in_yuv(gpu)
+    assert not stream._glow_in_yuv(cpu_renderer, None) and stream._glow_in_yuv(gpu, None)
+    assert stream._glow_in_yuv(cpu_renderer, object())
 
 
 def test_sd_and_hd_tags_are_honoured(tmp_path, cpu_renderer):

@@ -47,9 +47,11 @@ from ..core.threads import Worker
 from ..raster.cpu import CpuRenderer
 from .yuv import YuvPlanes, overlay_planes, packed_planes
 
-PROCESS_MIN_PIXELS = 100_000_000
-"""Pixels (frames x width x height) a render needs before it draws on processes, about 50 frames of 1080p:
-a worker takes 0.2-0.4 s to start (Python, NumPy and OpenCV), which a shorter render would not win back."""
+PROCESS_MIN_FRAMES = 120
+"""Frames a render needs before it draws on processes. Workers start while the parent's threads draw, but
+starting them (Python, NumPy and OpenCV in each) slows the render meanwhile. Measured on 16 cores (100-point
+track file, x264 veryfast), fps on threads / on processes: 1080p 30 frames 43 / 25, 60 frames 47 / 40, 240
+frames 54 / 83, 600 frames 50 / 108; 4K 15 frames 12 / 8, 240 frames 27 / 33."""
 
 WORKER_START_SECONDS = 60.0
 """How long a worker may take to start before it is ended and its frames go to the parent's threads."""
@@ -298,10 +300,10 @@ def _shared_memory_short(nbytes: int) -> str | None:
 def draw_processes(renderer, frames: int | None, width: int, height: int, held: int):
     """:class:`DrawProcesses` for a render of ``frames`` (None: unknown) 4:2:0 frames of ``width`` x ``height``,
     ``held`` of them in memory at once, with ``renderer``, closed after the block; or None where drawing stays
-    on ``renderer``'s threads: another renderer, one frame at a time, fewer pixels than
-    :data:`PROCESS_MIN_PIXELS`, too little shared memory (logged)."""
+    on ``renderer``'s threads: another renderer, one frame at a time, fewer frames than
+    :data:`PROCESS_MIN_FRAMES`, too little shared memory (logged)."""
     if not isinstance(renderer, CpuRenderer) or renderer.frames_at_once < 2 or (
-            frames is not None and frames * width * height < PROCESS_MIN_PIXELS):
+            frames is not None and frames < PROCESS_MIN_FRAMES):
         yield None
         return
     short = _shared_memory_short(held * width * height * 3 // 2)
@@ -344,8 +346,9 @@ def _sendable(error: BaseException) -> tuple:
 
 
 def _leave_when_parent_goes() -> None:
-    """End this worker once standard input closes: the parent hung up or went away."""
-    while sys.stdin.buffer.read(65536):
+    """End this worker once standard input closes: the parent hung up or went away. (Unbuffered reads: a daemon
+    thread inside a buffered read would stop the interpreter's own exit with a fatal error.)"""
+    while os.read(sys.stdin.fileno(), 65536):
         pass
     os._exit(0)
 
