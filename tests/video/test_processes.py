@@ -93,6 +93,13 @@ def test_frames_drawn_on_processes_equal_frames_drawn_on_threads(tmp_path, monke
     assert shared_memory_names() == before and processes._HELD == []  # the frames' memory is freed
 
 
+def test_a_render_that_draws_nothing_starts_no_process(tmp_path, monkeypatch, started):
+    monkeypatch.setattr(processes, "PROCESS_MIN_FRAMES", 0)
+    render(tmp_path, "nothing", spec=dataclasses.replace(SPEC, lines=None, boxes=None))
+    assert started == []
+    assert_same_video(tmp_path / "clip.mp4", tmp_path / "nothing.mp4")
+
+
 def test_processes_draw_a_glowing_overlay_in_yuv_as_threads_would(tmp_path, monkeypatch, started):
     glowing = dataclasses.replace(SPEC, glow=Glow(radius=6.0, strength=2.0))
     rule = stream._glow_in_yuv

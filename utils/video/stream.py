@@ -302,6 +302,11 @@ class OverlaySpec:
     labels: LabelStyle | None = None
     glow: Glow = field(default_factory=Glow)
 
+    @property
+    def draws(self) -> bool:
+        """Whether any part is drawn (else the frames pass through as decoded)."""
+        return any(part is not None for part in (self.lines, self.boxes, self.trails, self.labels))
+
 
 class TrailHistory:
     """The last ``frames`` frames' points of every track column, in a ring of constant size.
@@ -791,7 +796,7 @@ def render_video(source: FrameSource, points: PointSource, spec: OverlaySpec, re
         writers = _open_outputs(output, png_dir, source, inputs, layer_only, codec, crf, preset, audio, encoder)
         yuv = _can_stay_in_yuv(source, writers, layer_only)
         with draw_processes(renderer, _frames_to_draw(source, range_), source.width, source.height, held) \
-                if yuv else nullcontext() as processes:
+                if yuv and spec.draws else nullcontext() as processes:
             planar = yuv and (not spec.glow.enabled or _glow_in_yuv(renderer, processes))
             try:
                 count = _render(source, points, spec, renderer, writers, range_, layer_only, budget, progress,
