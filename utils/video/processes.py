@@ -11,8 +11,9 @@ Workers are this interpreter started afresh (``python -c``), importing this
 package under the parent's own module name, so display lists pickle as they
 are. Not :mod:`multiprocessing`'s spawn: that runs the host's main script
 again in every worker, and ComfyUI's ``main.py`` parses its arguments and
-loads every custom node on import. A worker ends when its parent hangs up or
-goes away (its standard input closes). A worker that does not start leaves
+loads every custom node on import. Jobs and replies are pickles on the
+worker's standard input and output, so a worker ends when its parent hangs
+up or goes away (its standard input closes). A worker that does not start leaves
 its frames to the parent's threads (logged); one that dies while drawing
 fails the render, since its frame may be half drawn.
 
@@ -36,7 +37,6 @@ import time
 import traceback
 from contextlib import contextmanager, suppress
 from multiprocessing import resource_tracker
-from multiprocessing.connection import Client, Listener
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
@@ -138,79 +138,91 @@ _HELD: list[_Block] = []  # blocks whose memory was still held when they were fr
 
 
 class _DrawingProcess:
-    """One worker process, started at once; a thread of its own connects to it once it listens (the parent's
-    threads draw frames themselves meanwhile)."""
+    """One worker process, started at once. Jobs go down its standard input and replies come back up its
+    standard output, read by a thread of its own (the parent's threads draw frames themselves until the worker
+    says it is ready)."""
 
     def __init__(self):
-        self._authkey = os.urandom(32)
-        setup = {"path": list(sys.path), "package": _PACKAGE, "folder": _PACKAGE_FOLDER, "authkey": self._authkey}
+        setup = {"path": list(sys.path), "package": _PACKAGE, "folder": _PACKAGE_FOLDER}
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)  # no console window per worker on Windows
         self.process = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, creationflags=flags)
-        self.process.stdin.write(pickle.dumps(setup))
-        self.process.stdin.flush()  # left open: its end tells the worker to go
-        self.connection = None
         self.failure: Exception | None = None
         self._leaving = False
-        self._connecting = Worker(self._connect, "draw-process-start")
+        self._ready = threading.Event()
+        self._replies: queue.SimpleQueue = queue.SimpleQueue()
+        self._send(setup)
+        self._reader = Worker(self._read, "draw-process")
 
-    def _connect(self) -> None:
-        """Wait for the worker to listen (at most :data:`WORKER_START_SECONDS`) and connect to it; a failure is
-        logged and kept in :attr:`failure`."""
+    def _send(self, item) -> None:
+        pickle.dump(item, self.process.stdin, pickle.HIGHEST_PROTOCOL)
+        self.process.stdin.flush()
+
+    def _read(self) -> None:
+        """Wait for the worker to say it is ready (at most :data:`WORKER_START_SECONDS`; a failure is logged and
+        kept in :attr:`failure`), then hand its replies on until it leaves."""
         timer = threading.Timer(WORKER_START_SECONDS, self.process.kill)
         timer.start()
         try:
-            address = self.process.stdout.readline().decode().strip()
-            if not address:
-                raise RuntimeError(f"it exited with code {self.process.wait()} before it was ready")
-            self.connection = Client(address, authkey=self._authkey)
-        except Exception as error:  # noqa: BLE001 - any failure to start leaves the frames to threads
-            self.failure = error
+            pickle.load(self.process.stdout)
+        except Exception:  # noqa: BLE001 - it left (or was ended) before it was ready
+            self.failure = RuntimeError(f"it exited with code {self.process.wait()} before it was ready")
             if not self._leaving:
-                LOGGER.warning("a drawing process did not start (%s); its frames are drawn on threads", error)
+                LOGGER.warning("a drawing process did not start (%s); its frames are drawn on threads",
+                               self.failure)
         finally:
             timer.cancel()
-            self.process.stdout.close()
+            self._ready.set()
+        while self.failure is None:
+            try:
+                self._replies.put(pickle.load(self.process.stdout))
+            except Exception:  # noqa: BLE001 - it left
+                break
+        self._replies.put(_LEFT)
+        self.process.stdout.close()
 
     @property
     def ready(self) -> bool:
-        """Whether the worker is done starting (connected, or failed)."""
-        return self._connecting.ended.is_set()
+        """Whether the worker is done starting (ready, or failed)."""
+        return self._ready.is_set()
 
     @property
     def usable(self) -> bool:
-        """Whether the worker can be asked to draw: connected, running, and nobody hung up."""
-        connection = self.connection
-        return connection is not None and not connection.closed and self.process.poll() is None
+        """Whether the worker can be asked to draw: ready, running, and nobody hung up."""
+        return self.ready and self.failure is None and not self._leaving and self.process.poll() is None
 
     def draw(self, job: tuple, stop_check) -> None:
         """Have the worker draw ``job``; raises what the worker raised, or ``stop_check``'s error (then the
         worker is ended), or a :class:`RuntimeError` when the worker dies."""
         try:
-            self.connection.send(job)
-            while not self.connection.poll(_POLL):
-                if stop_check is not None:
+            self._send(job)
+        except OSError:
+            pass  # it is gone: its reader says so
+        while True:
+            try:
+                reply = self._replies.get(timeout=_POLL)
+                break
+            except queue.Empty:
+                if stop_check is None:
+                    continue
+                try:
                     stop_check()
-                if self.process.poll() is not None:
-                    break
-            reply = self.connection.recv()
-        except (EOFError, OSError):
+                except BaseException:
+                    self._leaving = True
+                    self.process.kill()  # the frame it draws is not wanted
+                    raise
+        if reply is _LEFT:
             raise RuntimeError(f"a drawing process (pid {self.process.pid}) ended with exit code "
-                               f"{self.process.wait()} while it drew a frame; the video was not written") from None
-        except BaseException:
-            self.hang_up()
-            raise
+                               f"{self.process.wait()} while it drew a frame; the video was not written")
         if reply is not None:
             error, text = reply
             raise error from WorkerTraceback(text)
 
     def hang_up(self) -> None:
-        """Tell the worker to leave (it does at once, or after the frame it draws)."""
+        """Tell the worker to leave (it does after the frame it draws)."""
         self._leaving = True
-        for pipe in (self.connection, self.process.stdin):
-            with suppress(OSError):
-                if pipe is not None:
-                    pipe.close()
+        with suppress(OSError):
+            self.process.stdin.close()
 
     def wait(self, seconds: float) -> None:
         """Wait at most ``seconds`` for the worker to leave, then end it."""
@@ -219,9 +231,10 @@ class _DrawingProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        self._connecting.join()  # it ends with the process
-        if self.connection is not None:
-            self.connection.close()
+        self._reader.join()  # it ends with the process's output
+
+
+_LEFT = object()  # a reply that says the worker left
 
 
 class DrawProcesses:
@@ -345,14 +358,6 @@ def _sendable(error: BaseException) -> tuple:
     return error, text
 
 
-def _leave_when_parent_goes() -> None:
-    """End this worker once standard input closes: the parent hung up or went away. (Unbuffered reads: a daemon
-    thread inside a buffered read would stop the interpreter's own exit with a fatal error.)"""
-    while os.read(sys.stdin.fileno(), 65536):
-        pass
-    os._exit(0)
-
-
 def _draw_job(job: tuple, renderer: CpuRenderer, blocks: dict) -> None:
     """Draw one job: a display list over the planes at an offset in one of the parent's blocks, in place."""
     display_list, glow, name, offset, height, width, colorspace, full_range = job
@@ -364,29 +369,27 @@ def _draw_job(job: tuple, renderer: CpuRenderer, blocks: dict) -> None:
 
 
 def serve(setup: dict) -> None:
-    """A worker's life: listen, say where on standard output, draw the jobs of the parent that connects, until
-    it hangs up."""
-    threading.Thread(target=_leave_when_parent_goes, daemon=True).start()
-    with Listener(authkey=setup["authkey"]) as listener:
-        sys.stdout.write(f"{listener.address}\n")
-        sys.stdout.flush()
-        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray output goes to standard error, not the pipe
-        connection = listener.accept()
+    """A worker's life: say it is ready, then draw the jobs that come down standard input until it closes (the
+    parent hung up or went away), each reply going up standard output."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray output goes to standard error, not the replies
     renderer = CpuRenderer(workers=1)
     blocks: dict[str, SharedMemory] = {}
-    with connection:
+    reply = None  # the first says it is ready
+    try:
         while True:
+            pickle.dump(reply, replies, pickle.HIGHEST_PROTOCOL)
+            replies.flush()
             try:
-                job = connection.recv()
+                job = pickle.load(sys.stdin.buffer)
             except EOFError:
-                job = None
-            if job is None:
                 break
             try:
                 _draw_job(job, renderer, blocks)
                 reply = None
             except Exception as error:  # noqa: BLE001 - raised in the parent
                 reply = _sendable(error)
-            connection.send(reply)
+    except BrokenPipeError:
+        pass  # the parent went away while this worker drew
     for block in blocks.values():
         block.close()
