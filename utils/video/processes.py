@@ -247,11 +247,9 @@ class DrawProcesses:
     here by ``renderer``.
     """
 
-    name = "cpu"
-
     def __init__(self, renderer: CpuRenderer):
         self.frames_at_once = renderer.frames_at_once
-        self.stop_check = renderer.stop_check
+        self._stop_check = renderer.stop_check
         self._renderer = renderer.one_band()
         self._frames = SharedFrames()
         self._workers: list[_DrawingProcess] = []
@@ -282,7 +280,7 @@ class DrawProcesses:
         try:
             if worker is not None and worker.usable and place is not None:
                 worker.draw((display_list, glow, *place, picture.height, picture.width, picture.colorspace,
-                             picture.full_range), self.stop_check)
+                             picture.full_range), self._stop_check)
             else:  # no worker here, or it is still starting
                 overlay_planes(self._renderer, display_list, picture, glow)
         finally:  # a worker that failed to start or left is not asked again
