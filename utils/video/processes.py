@@ -45,7 +45,7 @@ import numpy as np
 from ..core.log import LOGGER
 from ..core.threads import Worker
 from ..raster.cpu import CpuRenderer
-from .yuv import YuvPlanes, overlay_planes, packed_planes
+from .yuv import YuvPlanes, overlay_planes, packed_planes, plane_shapes
 
 PROCESS_MIN_FRAMES = 120
 """Frames a render needs before it draws on processes. Workers start while the parent's threads draw, but
@@ -362,7 +362,7 @@ def _draw_job(job: tuple, renderer: CpuRenderer, blocks: dict) -> None:
     if name not in blocks:
         blocks[name] = _attach(name)
     flat = np.frombuffer(blocks[name].buf, np.uint8, count=height * width * 3 // 2, offset=offset)
-    y, u, v = packed_planes(flat, [(height, width)] + [(height // 2, width // 2)] * 2)
+    y, u, v = packed_planes(flat, plane_shapes(height, width))
     overlay_planes(renderer, display_list, YuvPlanes(y, u, v, colorspace, full_range), glow)
 
 

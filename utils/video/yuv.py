@@ -285,6 +285,11 @@ class PlaneBuffers:
         return packed_planes(holder, shapes)
 
 
+def plane_shapes(height: int, width: int) -> list[tuple[int, int]]:
+    """The shapes of the Y, U and V planes of a ``width`` x ``height`` 8-bit 4:2:0 picture (even sizes)."""
+    return [(height, width)] + [(height // 2, width // 2)] * 2
+
+
 def packed_planes(flat, shapes) -> list:
     """Views of the 1-D array ``flat`` (NumPy or CuPy) as planes of ``shapes`` packed one after another."""
     sizes = [int(np.prod(shape)) for shape in shapes]
@@ -299,11 +304,7 @@ def planes_from_frame(frame, turns: int = 0, buffers: PlaneBuffers | None = None
     if frame.format.name not in PLANAR_FORMATS:
         frame = frame.reformat(format="yuvj420p" if is_full_range(frame) else "yuv420p")
     if any(plane.line_size < plane.width for plane in frame.planes):  # bottom-up rows: PyAV lays them out
-        flat = frame.to_ndarray().reshape(-1)
-        size = frame.width * frame.height
-        shapes = [(frame.height, frame.width)] + [(frame.height // 2, frame.width // 2)] * 2
-        sources = [flat[:size], flat[size:size * 5 // 4], flat[size * 5 // 4:]]
-        sources = [part.reshape(shape) for part, shape in zip(sources, shapes)]
+        sources = packed_planes(frame.to_ndarray().reshape(-1), plane_shapes(frame.height, frame.width))
     else:
         sources = [np.frombuffer(plane, np.uint8)[:plane.line_size * plane.height]
                    .reshape(plane.height, plane.line_size)[:, :plane.width] for plane in frame.planes]
