@@ -513,6 +513,13 @@ def _x264(writer, rate, width: int, height: int, preset: str, threaded: bool):
     return stream
 
 
+def _number(frame, index: int, stream) -> None:
+    """Time a decoded ``frame`` as the ``index``-th frame of ``stream`` (in the encoder's time base: left in
+    the decoder's, the numbers would be read as far shorter times, and the muxer refuses the repeats)."""
+    frame.pts = index
+    frame.time_base = 1 / Fraction(stream.codec_context.framerate)
+
+
 def _transcode(source: str, target: str, preset: str, threaded: bool) -> int:
     """A plain PyAV transcode in YUV at the CLI's x264 settings: serial with PyAV's default encoder threads
     (x264 slice threads), or ``threaded``: x264 frame threads and decoding, encoding on two threads."""
@@ -527,7 +534,7 @@ def _transcode(source: str, target: str, preset: str, threaded: bool) -> int:
         count = [0]
 
         def encode(frame) -> None:
-            frame.pts = count[0]
+            _number(frame, count[0], stream)
             writer.mux(stream.encode(frame))
             count[0] += 1
 
@@ -565,7 +572,7 @@ def _encode_only(frames: list, rate: Fraction, target: str, preset: str) -> int:
     with av.open(target, "w") as writer:
         stream = _x264(writer, rate, frames[0].width, frames[0].height, preset, threaded=True)
         for index, frame in enumerate(frames):
-            frame.pts = index
+            _number(frame, index, stream)
             writer.mux(stream.encode(frame))
         writer.mux(stream.encode(None))
     return len(frames)
