@@ -34,6 +34,7 @@ import time
 import av
 from tqdm import tqdm
 from trackoverlay.utils.core.log import LOGGER
+from trackoverlay.utils.core.memory import keep_freed_memory
 from trackoverlay.utils.draw.curves import BEND_SIDES, CURVE_KINDS
 from trackoverlay.utils.draw.styles import (
     BOX_SHAPES,
@@ -633,6 +634,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     if __name__ == "__main__":
         install_signal_handlers()
+    keep_freed_memory()  # this process is the CLI's own
     try:
         count, output = run(args)
     except (ValueError, TypeError, OSError, RuntimeError, MemoryError, av.error.FFmpegError) as error:

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.log import LOGGER
+from ..core.memory import keep_freed_memory
 from ..core.threads import Worker
 from ..raster.cpu import CpuRenderer
 from .yuv import YuvPlanes, overlay_planes, packed_planes, plane_shapes
@@ -371,6 +372,7 @@ def serve(setup: dict) -> None:
     parent hung up or went away), each reply going up standard output."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray output goes to standard error, not the replies
+    keep_freed_memory()
     renderer = CpuRenderer(workers=1)
     blocks: dict[str, SharedMemory] = {}
     reply = None  # the first says it is ready
