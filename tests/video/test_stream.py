@@ -184,6 +184,53 @@ def test_hysteresis_carries_edges_between_frames():
     assert fresh.edges.tolist() == [[0, 1], [2, 4], [3, 4]]
 
 
+def _layers_equal(one, other) -> None:
+    assert [type(layer) for layer in one.layers] == [type(layer) for layer in other.layers]
+    for mine, theirs in zip(one.layers, other.layers):
+        for name in mine.__dataclass_fields__:
+            value, expected = getattr(mine, name), getattr(theirs, name)
+            if isinstance(value, np.ndarray):
+                assert value.dtype == expected.dtype and not value.flags.writeable, name
+                np.testing.assert_array_equal(value, expected, err_msg=name)
+            elif name == "atlas":
+                np.testing.assert_array_equal(value.coverage, expected.coverage)
+            else:
+                assert value == expected, name
+
+
+@pytest.mark.parametrize("spec", [
+    SPEC,
+    OverlaySpec(GraphParams(k=3, hysteresis=0.3), LineStyle(color_mode="speed", gradient=True, curve="cubic"),
+                BoxStyle(color_mode="age", size_mode="track", fill_opacity=0.2), TrailStyle(length=5), LabelStyle()),
+    OverlaySpec(GraphParams(mode="radius", radius=40.0), LineStyle(pattern="dashed", color_mode="track"),
+                BoxStyle(shape="brackets", color_mode="speed")),
+], ids=["plain", "motion-trails-labels", "radius-dashed-brackets"])
+def test_frames_built_together_equal_frames_built_one_by_one(spec):
+    """A group's display lists equal the builder's frame by frame, bit for bit: tracks that appear, hide, carry
+    no position, fade or have sizes in some frames only, and a shot that starts inside a group."""
+    rng = np.random.default_rng(5)
+    frames = []
+    for t in range(22):
+        count = 0 if t < 2 else 3 + t // 2  # new tracks keep appearing (columns only grow)
+        positions = (rng.random((count, 2)) * [160, 90]).astype(np.float32)
+        if count > 4:
+            positions[2] = np.nan
+        frames.append(FramePoints(positions, rng.random(count) > 0.2,
+                                  (rng.random((count, 2)) * 20).astype(np.float32) if t % 3 == 0 else None,
+                                  rng.random(count).astype(np.float32) if t % 2 else None,
+                                  tuple(f"p{i}" for i in range(count)), shot_start=t == 12))
+    one_by_one = OverlayBuilder(spec, frame_size=(160, 90))
+    expected = [one_by_one(points, index) for index, points in enumerate(frames)]
+    together = OverlayBuilder(spec, frame_size=(160, 90))
+    built = [display_list for start in range(0, len(frames), 8)
+             for display_list in together.group(frames[start:start + 8], list(range(start, start + 8)))]
+    assert len(built) == len(expected)
+    assert sum(display_list.primitive_count for display_list in expected) > 150
+    for display_list, wanted in zip(built, expected):
+        _layers_equal(display_list, wanted)
+    np.testing.assert_array_equal(together.edges, one_by_one.edges)
+
+
 def test_boxes_follow_tracks_json(tmp_path, cpu_renderer):
     """Tracks from a JSON file land where the file says, frame by frame, with their own sizes."""
     centers = np.array([[[20.0, 30.0], [60.0, 30.0]], [[24.0, 34.0], [60.0, 50.0]]], np.float32)

@@ -116,6 +116,23 @@ class Polylines:
         return cls(np.zeros((0, 2)), np.zeros(1, np.int64), np.zeros(0), np.zeros((0, 4)),
                    np.zeros((0, 4)), np.zeros((0, 2)), np.zeros(0, bool))
 
+    def parts(self, bounds) -> list:
+        """This batch cut into runs of polylines at ``bounds`` (ascending, 0 .. :attr:`count`), one batch per
+        run (empty where a run is), each of this one's checked values (not checked again)."""
+        if len(bounds) == 2 and bounds[0] == 0 and bounds[1] == self.count:
+            return [self]
+        vertex_bounds = self.offsets[np.asarray(bounds)]
+        parts = []
+        for (a, b), (v0, v1) in zip(itertools.pairwise(bounds), itertools.pairwise(vertex_bounds)):
+            offsets = self.offsets[a:b + 1] - v0
+            offsets.setflags(write=False)
+            by_vertex = {name: None if getattr(self, name) is None else getattr(self, name)[v0:v1]
+                         for name in ("vertices", "vertex_width", "vertex_alpha")}
+            by_line = {name: getattr(self, name)[a:b]
+                       for name in ("width", "color_start", "color_end", "dash", "dash_round")}
+            parts.append(_checked(Polylines, offsets=offsets, **by_vertex, **by_line) if b > a else Polylines.empty())
+        return parts
+
 
 @dataclass(frozen=True)
 class Boxes:
@@ -169,6 +186,22 @@ class Boxes:
     def count(self) -> int:
         """Number of boxes."""
         return len(self.center)
+
+    def parts(self, bounds) -> list:
+        """This batch cut into runs of boxes at ``bounds`` (ascending, 0 .. :attr:`count`), one batch per run,
+        each of this one's checked values (not checked again)."""
+        if len(bounds) == 2 and bounds[0] == 0 and bounds[1] == self.count:
+            return [self]
+        return [_checked(Boxes, **{name: getattr(self, name)[a:b] for name in self.__dataclass_fields__})
+                for a, b in itertools.pairwise(bounds)]
+
+
+def _checked(kind, **fields):
+    """A ``kind`` of fields that are parts of an instance's checked, read-only values (no second check)."""
+    made = object.__new__(kind)
+    for name, value in fields.items():
+        object.__setattr__(made, name, value)
+    return made
 
 
 _ATLAS_IDS = itertools.count(1)

@@ -177,17 +177,30 @@ def _link_overlay(path, visibility, params: GraphParams, style: LineStyle, knn, 
         colors = motion_colors(style, track_motion(points, visible, xp, cuts), xp).reshape(-1, 4)
     geometry = link_geometry(points.reshape(-1, 2), xp.arange(frames * columns) % max(columns, 1), nodes, style, xp=xp,
                              opacity=alpha, point_colors=colors)
-    host = {name: to_numpy(values) for name, values in geometry.items()}
-    edge_bounds = _frame_slices(to_numpy(frame), frames)
-    vertex_bounds = host["offsets"][edge_bounds]
-    overlays = []
-    for t in range(frames):
-        (a, b), (v0, v1) = edge_bounds[t:t + 2], vertex_bounds[t:t + 2]
-        fields = {name: values[a:b] for name, values in host.items() if name not in ("vertices", "offsets")}
-        lines = Polylines(host["vertices"][v0:v1], host["offsets"][a:b + 1] - v0, **fields) if b > a \
-            else Polylines.empty()
-        overlays.append(DisplayList((lines,)))
-    return overlays
+    return [DisplayList((lines,)) for lines in _polylines_by_frame(geometry, frame, frames)]
+
+
+def _polylines_by_frame(geometry: dict, frame, frames: int) -> list:
+    """One :class:`Polylines` per frame (empty where it has no edge) from :func:`link_geometry`'s fields for edges
+    sorted by ``frame`` (each edge's frame)."""
+    lines = Polylines(**{name: to_numpy(values) for name, values in geometry.items()})
+    return lines.parts(_frame_slices(to_numpy(frame), frames))
+
+
+def link_polylines_frames(points: np.ndarray, edges: list, style: LineStyle, opacity: np.ndarray | None = None,
+                          point_colors: np.ndarray | None = None) -> list:
+    """:func:`link_polylines` of several frames in one geometry build, equal to it frame by frame (a curve
+    depends on its own edge only): ``points`` float32 [T, N, 2] (the track ids are the columns), ``edges`` one
+    int [E, 2] per frame, ``opacity`` [T, N], ``point_colors`` [T, N, 4]; one :class:`Polylines` per frame."""
+    frames, columns = points.shape[:2]
+    frame = np.repeat(np.arange(frames), [len(part) for part in edges])
+    if len(frame) == 0:
+        return [Polylines.empty() for _ in range(frames)]
+    nodes = np.concatenate([np.asarray(part, np.int64).reshape(-1, 2) for part in edges]) + (frame * columns)[:, None]
+    geometry = link_geometry(np.asarray(points, np.float32).reshape(-1, 2), np.arange(frames * columns) % columns,
+                             nodes, style, opacity=None if opacity is None else np.asarray(opacity).reshape(-1),
+                             point_colors=None if point_colors is None else np.asarray(point_colors).reshape(-1, 4))
+    return _polylines_by_frame(geometry, frame, frames)
 
 
 def _fastest_knn(xp, params: GraphParams):
@@ -218,13 +231,7 @@ def box_overlay(path, visibility, style: BoxStyle, sizes=None, opacity=None, poi
     boxes = box_primitives(path[frame, columns], wh, columns, style,
                            None if opacity is None else np.asarray(opacity)[frame, columns],
                            None if point_colors is None else np.asarray(point_colors)[frame, columns])
-    bounds = _frame_slices(frame, visible.shape[0])
-    whole = boxes.count  # a frame with every box takes the batch's, checked once
-    return [DisplayList((boxes if b - a == whole else Boxes(*(getattr(boxes, name)[a:b] for name in _BOX_FIELDS)),))
-            for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-_BOX_FIELDS = ("center", "half_size", "radius", "stroke_width", "stroke_color", "fill_color", "bracket")
+    return [DisplayList((part,)) for part in boxes.parts(_frame_slices(frame, visible.shape[0]))]
 
 
 def _shifted(values, step: int, fill, xp):

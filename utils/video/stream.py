@@ -50,7 +50,12 @@ from ..core.log import LOGGER
 from ..draw.display_list import DisplayList
 from ..draw.labels import label_overlay
 from ..draw.motion import MOTION_MODES, MotionTracker, motion_colors
-from ..draw.overlays import box_overlay, link_polylines, trail_geometry, trail_polylines
+from ..draw.overlays import (
+    box_overlay,
+    link_polylines_frames,
+    trail_geometry,
+    trail_polylines,
+)
 from ..draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
 from ..graph.neighbours import GraphParams, build_edges, edge_lengths
 from ..raster.glow import Glow
@@ -415,11 +420,6 @@ class OverlayBuilder:
         return self.motion(positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1),
                            points.shot_start)
 
-    @staticmethod
-    def _colors(style, motion):
-        return None if style is None or motion is None or style.color_mode not in MOTION_MODES else \
-            motion_colors(style, motion)
-
     def _check_budget(self, points: FramePoints, positions, valid, where: str) -> None:
         lines, boxes = self.spec.lines, self.spec.boxes
         if self.budget is None:
@@ -450,31 +450,67 @@ class OverlayBuilder:
             self.edges = previous
 
     def __call__(self, points: FramePoints, index: int | None = None) -> DisplayList:
-        where = "a frame" if index is None else f"frame {index}"
-        positions, valid = self._graph(points, where)
-        self._check_budget(points, positions, valid, where)
-        motion = self._motion(points)
-        opacity = None if points.opacity is None else np.asarray(points.opacity, np.float32)
-        result = DisplayList()
-        if self.history is not None:
-            self.history.push(points)
-            path, visible, fades = self.history.window()
-            _, trails = trail_geometry(path, visible, self.spec.trails, fades, frames=[self.history.frames - 1])
-            result += DisplayList((trail_polylines(trails, slice(0, len(trails["width"]))),))
-        if self.spec.lines is not None:
-            ids = np.arange(len(valid))
-            result += DisplayList((link_polylines(np.nan_to_num(positions), ids, self.edges, self.spec.lines,
-                                                  opacity, self._colors(self.spec.lines, motion)),))
-        if self.spec.boxes is not None:
-            sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
-            colors = self._colors(self.spec.boxes, motion)
-            result += box_overlay(positions[None], valid[None], self.spec.boxes, sizes,
-                                  None if opacity is None else opacity[None], None if colors is None else colors[None])[0]
-        if self.spec.labels is not None:
-            sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
-            result += label_overlay(positions[None], valid[None], self.spec.labels, points.texts, sizes,
-                                    None if opacity is None else opacity[None], self.frame_size)[0]
-        return result
+        return self.group([points], [index])[0]
+
+    def group(self, frames: list, indices: list | None = None) -> list:
+        """The display lists of consecutive frames' points (``indices``: their frame numbers, for messages), equal
+        to calling the builder on each in turn. The graph, the trails and the labels go frame by frame (each
+        frame's graph needs the one before); the links and the boxes of all the frames are built at once, since
+        NumPy calls on a frame's few hundred values cost mostly their own overhead."""
+        indices = [None] * len(frames) if indices is None else indices
+        lines, boxes = self.spec.lines, self.spec.boxes
+        count = max((len(points.visible) for points in frames), default=0)
+        path = np.full((len(frames), count, 2), np.nan, np.float32)  # each frame's points, padded to one width
+        valid = np.zeros((len(frames), count), bool)
+        opacity = sizes = None
+        if any(points.opacity is not None for points in frames):
+            opacity = np.ones((len(frames), count), np.float32)  # x 1.0 leaves a frame without fades as it is
+        if any(points.sizes is not None for points in frames):
+            sizes = np.full((len(frames), count, 2), np.nan, np.float32)  # NaN: the style's size
+        line_colors, box_colors = (np.zeros((len(frames), count, 4), np.float32) if style is not None and
+                                   style.color_mode in MOTION_MODES else None for style in (lines, boxes))
+        edges, below, above = [], [], []  # the trails under the links, the labels over the boxes
+        for t, (points, index) in enumerate(zip(frames, indices)):
+            where = "a frame" if index is None else f"frame {index}"
+            positions, visible = self._graph(points, where)
+            self._check_budget(points, positions, visible, where)
+            motion = self._motion(points)
+            columns = len(visible)
+            path[t, :columns], valid[t, :columns] = positions, visible
+            if points.opacity is not None:
+                opacity[t, :columns] = points.opacity
+            if points.sizes is not None:
+                sizes[t, :columns] = points.sizes
+            for padded, style in ((line_colors, lines), (box_colors, boxes)):
+                if padded is not None:
+                    padded[t, :columns] = motion_colors(style, motion)
+            edges.append(self.edges)
+            below.append(self._trails(points))
+            above.append(self._labels(points, positions, visible))
+        links = [None] * len(frames) if lines is None else link_polylines_frames(
+            np.nan_to_num(path), edges, lines, opacity, line_colors)
+        framed = [DisplayList()] * len(frames) if boxes is None else box_overlay(
+            path, valid, boxes, sizes, opacity, box_colors)
+        return [trails + (DisplayList() if polylines is None else DisplayList((polylines,))) + frame_boxes + labels
+                for trails, polylines, frame_boxes, labels in zip(below, links, framed, above)]
+
+    def _labels(self, points: FramePoints, positions, visible) -> DisplayList:
+        """This frame's labels, or an empty list without labels."""
+        if self.spec.labels is None:
+            return DisplayList()
+        sizes = None if points.sizes is None else np.asarray(points.sizes, np.float32)[None]
+        opacity = None if points.opacity is None else np.asarray(points.opacity, np.float32)[None]
+        return label_overlay(positions[None], visible[None], self.spec.labels, points.texts, sizes, opacity,
+                             self.frame_size)[0]
+
+    def _trails(self, points: FramePoints) -> DisplayList:
+        """This frame's trails (after adding it to the history), or an empty list without trails."""
+        if self.history is None:
+            return DisplayList()
+        self.history.push(points)
+        path, visible, fades = self.history.window()
+        _, trails = trail_geometry(path, visible, self.spec.trails, fades, frames=[self.history.frames - 1])
+        return DisplayList((trail_polylines(trails, slice(0, len(trails["width"]))),))
 
 
 def overlay_frames(frames: Iterable[np.ndarray], points: PointSource, spec: OverlaySpec,
@@ -874,8 +910,7 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
     spare: queue.SimpleQueue = queue.SimpleQueue()  # drawn frames' buffers, back from the encoding thread
     size, last, built, written = [], [range_.start - 1, None], [0], [0]  # last: the index and time built
 
-    def build_one(pair: tuple[DecodedFrame, FramePoints]):  # the overlay is built here, drawn by the next stage
-        item, frame_points = pair
+    def place(item: DecodedFrame):  # (index, time, picture) of a frame checked to be of the first one's size
         image = item.image
         if not (planar or layer_only):
             image = place_frame(image, renderer, device_writer)
@@ -886,12 +921,13 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
         elif shape != tuple(size):
             raise ValueError(f"frame {item.index} is {shape[1]}x{shape[0]} but earlier frames are "
                              f"{size[1]}x{size[0]}; all frames must have one size")
-        return item.index, item.time, item.planes if planar else image, builder(frame_points, item.index)
+        return item.index, item.time, item.planes if planar else image
 
-    def build(pairs: list) -> list:
-        done = [build_one(pair) for pair in pairs]
-        built[0] += len(done)
-        return done
+    def build(pairs: list) -> list:  # the overlays are built here, drawn by the next stage
+        placed = [place(item) for item, _ in pairs]
+        overlays = builder.group([frame_points for _, frame_points in pairs], [item.index for item, _ in pairs])
+        built[0] += len(pairs)
+        return [(*frame, display_list) for frame, display_list in zip(placed, overlays)]
 
     def draw_rgb(built_frame):  # on the GPU, one frame at a time; on the CPU several at once
         index, time, picture, display_list = built_frame
