@@ -60,6 +60,7 @@ from fractions import Fraction
 
 import cv2
 import numpy as np
+from trackoverlay.utils.core.memory import keep_freed_memory
 from trackoverlay.utils.draw.display_list import DisplayList, merge_sequences
 from trackoverlay.utils.draw.labels import label_overlay
 from trackoverlay.utils.draw.overlays import (
@@ -773,6 +774,7 @@ def main(argv=None) -> int:
         parser.error(f"--video-rounds must be at least 1, got {args.video_rounds}")
     backend = select_backend(args.backend).selected
     if args.scene == "video":
+        keep_freed_memory()  # as the CLI does for itself: every run alike, the plain transcodes included
         backends = ["cpu", "gpu"] if backend == "gpu" else ["cpu"]
         sizes = ("x".join(map(str, args.size)),) if args.size else ("1920x1080", "3840x2160")
         rates, cpu = bench_video(backends, args.video_frames, args.preset, sizes, args.video_rounds)
