@@ -777,7 +777,8 @@ def test_render_without_the_layer_allocates_no_layer_arrays(busy_scene, monkeypa
     assert with_layer - image_only > 1.2 * frame_bytes  # layer rgb (1x) + alpha (1/3x)
 
 
-def test_render_layer_equals_the_layer_outputs_and_builds_no_composite(busy_scene):
+def test_render_layer_equals_the_layer_outputs_and_builds_no_composite(busy_scene, monkeypatch):
+    monkeypatch.setattr(cpu, "FRAMES_AT_ONCE", 1)  # the working memory of one frame at a time, not of several
     image, overlay = busy_scene
     _, layer, alpha = render(image, overlay)
     rendered_layer, rendered_alpha = run("RenderLayer", image=image, overlay=overlay, backend="cpu")
