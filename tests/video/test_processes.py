@@ -34,7 +34,7 @@ FRAMES, WIDTH, HEIGHT = 12, 160, 96
 def started(monkeypatch) -> list:
     """Every worker started while the test runs (ready before the render's first frame: the parent's threads would
     draw a short test clip alone while workers start), and how many frames each was asked to draw."""
-    workers, start, draw = [], processes.WorkerProcess.__init__, processes.WorkerProcess.ask
+    workers, start, draw = [], processes._DrawingProcess.__init__, processes._DrawingProcess.draw
 
     def starting(self):
         start(self)
@@ -47,8 +47,8 @@ def started(monkeypatch) -> list:
         self.asked += 1
         return draw(self, job, stop_check)
 
-    monkeypatch.setattr(processes.WorkerProcess, "__init__", starting)
-    monkeypatch.setattr(processes.WorkerProcess, "ask", drawing)
+    monkeypatch.setattr(processes._DrawingProcess, "__init__", starting)
+    monkeypatch.setattr(processes._DrawingProcess, "draw", drawing)
     return workers
 
 
@@ -120,7 +120,7 @@ def test_a_worker_that_does_not_start_leaves_its_frames_to_threads(tmp_path, mon
     assert_same_video(on_threads, fallen_back)
     assert len(started) == 2 and sum(worker.asked for worker in started) == 0
     with caplog.at_level(logging.WARNING, "trackoverlay"):
-        failed = processes.WorkerProcess()
+        failed = processes._DrawingProcess()
         while not failed.ready:
             time.sleep(0.01)
     assert not failed.usable and str(failed.failure) == "it exited with code 3 before it was ready"
@@ -139,7 +139,7 @@ def test_a_worker_that_cannot_be_launched_leaves_its_frames_to_threads(tmp_path,
 
 def test_a_worker_that_dies_while_drawing_fails_the_render(tmp_path, monkeypatch, started):
     monkeypatch.setattr(processes, "PROCESS_MIN_FRAMES", 0)
-    draw = processes.WorkerProcess.ask
+    draw = processes._DrawingProcess.draw
 
     def dying(self, job, stop_check):
         if sum(worker.asked for worker in started) == 5:
@@ -147,17 +147,17 @@ def test_a_worker_that_dies_while_drawing_fails_the_render(tmp_path, monkeypatch
             self.process.wait()
         return draw(self, job, stop_check)
 
-    monkeypatch.setattr(processes.WorkerProcess, "ask", dying)
+    monkeypatch.setattr(processes._DrawingProcess, "draw", dying)
     before = shared_memory_names()
-    with pytest.raises(RuntimeError, match=r"a drawing process \(pid \d+\) ended with exit code -9 while it worked"):
+    with pytest.raises(RuntimeError, match=r"a drawing process \(pid \d+\) ended with exit code -9 while it drew"):
         render(tmp_path, "died")
     assert not (tmp_path / "died.mp4").exists()
     assert all(worker.process.poll() is not None for worker in started)
     assert shared_memory_names() == before
 
 
-def started_process() -> processes.WorkerProcess:
-    process = processes.WorkerProcess()
+def started_process() -> processes._DrawingProcess:
+    process = processes._DrawingProcess()
     while not process.ready:
         time.sleep(0.01)
     assert process.usable, process.failure
@@ -187,10 +187,10 @@ def test_a_worker_raises_the_errors_of_its_jobs_with_their_traceback_and_goes_on
         lines = DisplayList((polylines([[(10, 10), (150, 80)]], width=4.0),))
         missing = ("no-such-block", *job(planes, frames, lines)[3:])
         with pytest.raises(FileNotFoundError) as raised:
-            worker.ask(job(planes, frames, lines)[:2] + missing, None)
+            worker.draw(job(planes, frames, lines)[:2] + missing, None)
         assert isinstance(raised.value.__cause__, processes.WorkerTraceback)
         assert "_attach" in str(raised.value.__cause__)
-        worker.ask(job(planes, frames, lines), None)  # the worker goes on
+        worker.draw(job(planes, frames, lines), None)  # the worker goes on
         assert planes.y[45, 80] == 235 and planes.y[80, 10] == 128  # white on the line, untouched beside it
     finally:
         worker.hang_up()
@@ -210,7 +210,7 @@ def test_a_stop_while_a_worker_draws_ends_that_worker():
             raise Stopped
 
         with pytest.raises(Stopped):
-            worker.ask(job(planes, frames, wide), stop)
+            worker.draw(job(planes, frames, wide), stop)
         assert not worker.usable
         worker.process.wait(30)  # it left without finishing the frame
     finally:
@@ -229,7 +229,7 @@ def test_a_worker_leaves_cleanly_when_its_parent_hangs_up():
 ORPHANED = """
 import sys, time
 from trackoverlay.utils.video import processes
-worker = processes.WorkerProcess()
+worker = processes._DrawingProcess()
 while not worker.ready:
     time.sleep(0.01)
 print(worker.process.pid, flush=True)
@@ -299,10 +299,10 @@ planes = yuv.YuvPlanes(*yuv.packed_planes(flat, [(96, 160), (48, 80), (48, 80)])
 line = Polylines(np.array([[10, 10], [150, 80]], np.float32), np.array([0, 2]), np.array([4.0], np.float32),
                  np.ones((1, 4), np.float32), np.ones((1, 4), np.float32), np.zeros((1, 2), np.float32),
                  np.zeros(1, bool))
-worker = processes.WorkerProcess()
+worker = processes._DrawingProcess()
 while not worker.ready:
     time.sleep(0.01)
-worker.ask((display_list.DisplayList((line,)), None, *frames.locate(planes), 96, 160, 1, False), None)
+worker.draw((display_list.DisplayList((line,)), None, *frames.locate(planes), 96, 160, 1, False), None)
 print(json.dumps({"module": type(line).__module__, "drawn": int(planes.y[45, 80])}))
 worker.hang_up()
 worker.wait(10)

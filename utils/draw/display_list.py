@@ -15,7 +15,6 @@ pixel centres at +0.5. Every number must be finite and within
 from __future__ import annotations
 
 import itertools
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,18 +39,8 @@ def _check_colors(name: str, colors: np.ndarray) -> None:
         raise ValueError(f"{name} must be RGBA values in 0..1")
 
 
-class _ReadOnly:
-    """Unpickled (from a worker process) with read-only arrays, as they are made here."""
-
-    def __setstate__(self, state: dict) -> None:
-        for name, value in state.items():
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
-            object.__setattr__(self, name, value)
-
-
 @dataclass(frozen=True)
-class Polylines(_ReadOnly):
+class Polylines:
     """Open polylines, each drawn as a chain of capsules of one width.
 
     Attributes:
@@ -146,7 +135,7 @@ class Polylines(_ReadOnly):
 
 
 @dataclass(frozen=True)
-class Boxes(_ReadOnly):
+class Boxes:
     """Axis-aligned rounded boxes with a centred stroke and an optional fill.
 
     Attributes:
@@ -215,14 +204,16 @@ def _checked(kind, **fields):
     return made
 
 
+_ATLAS_IDS = itertools.count(1)
+
+
 @dataclass(frozen=True, eq=False)
-class GlyphAtlas(_ReadOnly):
+class GlyphAtlas:
     """Glyph coverage rasterised once (``draw/glyphs.py``), shared by the :class:`Glyphs` that sample it.
 
     Attributes:
         coverage: uint8 [Ha, Wa] anti-aliased coverage, 0..255 (read-only).
-        key: a number no other atlas has, in this process or another (it survives pickling, as from a worker
-            process that builds overlays); renderers cache their copies by it.
+        key: a number no other atlas of this process has; renderers cache their copies by it.
     """
 
     coverage: np.ndarray = field(repr=False)
@@ -234,7 +225,7 @@ class GlyphAtlas(_ReadOnly):
             raise ValueError(f"glyph atlas coverage must have shape [H, W], got {list(coverage.shape)}")
         coverage.setflags(write=False)
         object.__setattr__(self, "coverage", coverage)
-        object.__setattr__(self, "key", uuid.uuid4().int)
+        object.__setattr__(self, "key", next(_ATLAS_IDS))
 
     @property
     def nbytes(self) -> int:
@@ -242,7 +233,7 @@ class GlyphAtlas(_ReadOnly):
 
 
 @dataclass(frozen=True)
-class Glyphs(_ReadOnly):
+class Glyphs:
     """Text glyphs: axis-aligned quads that sample one :class:`GlyphAtlas`.
 
     A pixel centre ``(px, py)`` inside quad ``g`` (``x <= px < x + w``, ``y <= py < y + h``)

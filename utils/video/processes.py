@@ -35,7 +35,6 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from multiprocessing import resource_tracker
 from multiprocessing.shared_memory import SharedMemory
@@ -72,10 +71,10 @@ sys.path[:] = setup["path"]
 package = types.ModuleType(setup["package"])
 package.__path__ = [setup["folder"]]
 sys.modules[setup["package"]] = package
-importlib.import_module(setup["package"] + setup["serves"]).serve(setup)
+importlib.import_module(setup["package"] + ".utils.video.processes").serve(setup)
 """
 """A worker's first lines: its setup from standard input, then this package (not its ``__init__``, which
-registers nodes for a host) under the parent's module name, and the module whose ``serve`` it runs."""
+registers nodes for a host) under the parent's module name."""
 
 
 class WorkerTraceback(Exception):
@@ -139,17 +138,13 @@ class _Block(SharedMemory):
 _HELD: list[_Block] = []  # blocks whose memory was still held when they were freed
 
 
-class WorkerProcess:
-    """One worker process, started at once, running ``serve(setup)`` of the module ``serves`` (this package's
-    relative name; by default this one's, which draws frames). Jobs go down its standard input and replies come
-    back up its standard output, read by a thread of its own (until the worker says it is ready, the parent does
-    its jobs itself). ``role`` and ``fallback`` name what it does and who does it when it does not start, for
-    messages."""
+class _DrawingProcess:
+    """One worker process, started at once. Jobs go down its standard input and replies come back up its
+    standard output, read by a thread of its own (the parent's threads draw frames themselves until the worker
+    says it is ready)."""
 
-    def __init__(self, serves: str = ".utils.video.processes", role: str = "drawing",
-                 fallback: str = "its frames are drawn on threads"):
-        self.role, self.fallback = role, fallback
-        setup = {"path": list(sys.path), "package": _PACKAGE, "folder": _PACKAGE_FOLDER, "serves": serves}
+    def __init__(self):
+        setup = {"path": list(sys.path), "package": _PACKAGE, "folder": _PACKAGE_FOLDER}
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)  # no console window per worker on Windows
         self.process = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, creationflags=flags)
@@ -174,7 +169,8 @@ class WorkerProcess:
         except Exception:  # noqa: BLE001 - it left (or was ended) before it was ready
             self.failure = RuntimeError(f"it exited with code {self.process.wait()} before it was ready")
             if not self._leaving:
-                LOGGER.warning("a %s process did not start (%s); %s", self.role, self.failure, self.fallback)
+                LOGGER.warning("a drawing process did not start (%s); its frames are drawn on threads",
+                               self.failure)
         finally:
             timer.cancel()
             self._ready.set()
@@ -193,12 +189,12 @@ class WorkerProcess:
 
     @property
     def usable(self) -> bool:
-        """Whether the worker can be given a job: ready, running, and nobody hung up."""
+        """Whether the worker can be asked to draw: ready, running, and nobody hung up."""
         return self.ready and self.failure is None and not self._leaving and self.process.poll() is None
 
-    def ask(self, job, stop_check):
-        """Have the worker do ``job`` and return its answer; raises what the worker raised, or ``stop_check``'s
-        error (then the worker is ended), or a :class:`RuntimeError` when the worker dies."""
+    def draw(self, job: tuple, stop_check) -> None:
+        """Have the worker draw ``job``; raises what the worker raised, or ``stop_check``'s error (then the
+        worker is ended), or a :class:`RuntimeError` when the worker dies."""
         try:
             self._send(job)
         except OSError:
@@ -214,19 +210,17 @@ class WorkerProcess:
                     stop_check()
                 except BaseException:
                     self._leaving = True
-                    self.process.kill()  # what it works on is not wanted
+                    self.process.kill()  # the frame it draws is not wanted
                     raise
         if reply is _LEFT:
-            raise RuntimeError(f"a {self.role} process (pid {self.process.pid}) ended with exit code "
-                               f"{self.process.wait()} while it worked; the video was not written")
-        done, answer = reply
-        if not done:
-            error, text = answer
+            raise RuntimeError(f"a drawing process (pid {self.process.pid}) ended with exit code "
+                               f"{self.process.wait()} while it drew a frame; the video was not written")
+        if reply is not None:
+            error, text = reply
             raise error from WorkerTraceback(text)
-        return answer
 
     def hang_up(self) -> None:
-        """Tell the worker to leave (it does after the job it works on)."""
+        """Tell the worker to leave (it does after the frame it draws)."""
         self._leaving = True
         with suppress(OSError):
             self.process.stdin.close()
@@ -259,11 +253,11 @@ class DrawProcesses:
         self._stop_check = renderer.stop_check
         self._renderer = renderer.one_band()
         self._frames = SharedFrames()
-        self._workers: list[WorkerProcess] = []
+        self._workers: list[_DrawingProcess] = []
         self._slots: queue.SimpleQueue = queue.SimpleQueue()  # a worker, or None: draw here
         for _ in range(self.frames_at_once):
             try:
-                self._workers.append(WorkerProcess())
+                self._workers.append(_DrawingProcess())
                 self._slots.put(self._workers[-1])
             except OSError as error:
                 LOGGER.warning("a drawing process could not be started (%s); its frames are drawn on threads",
@@ -286,8 +280,8 @@ class DrawProcesses:
         worker = self._slots.get()
         try:
             if worker is not None and worker.usable and place is not None:
-                worker.ask((display_list, glow, *place, picture.height, picture.width, picture.colorspace,
-                            picture.full_range), self._stop_check)
+                worker.draw((display_list, glow, *place, picture.height, picture.width, picture.colorspace,
+                             picture.full_range), self._stop_check)
             else:  # no worker here, or it is still starting
                 overlay_planes(self._renderer, display_list, picture, glow)
         finally:  # a worker that failed to start or left is not asked again
@@ -373,13 +367,14 @@ def _draw_job(job: tuple, renderer: CpuRenderer, blocks: dict) -> None:
     overlay_planes(renderer, display_list, YuvPlanes(y, u, v, colorspace, full_range), glow)
 
 
-def serve_jobs(do: Callable) -> None:
-    """A worker's life: say it is ready, then do the jobs that come down standard input until it closes (the
-    parent hung up or went away), each answer ``do(job)`` going up standard output as ``(True, answer)``, or an
-    error as ``(False, (error, traceback))``."""
+def serve(setup: dict) -> None:
+    """A worker's life: say it is ready, then draw the jobs that come down standard input until it closes (the
+    parent hung up or went away), each reply going up standard output."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray output goes to standard error, not the replies
     keep_freed_memory()
+    renderer = CpuRenderer(workers=1)
+    blocks: dict[str, SharedMemory] = {}
     reply = None  # the first says it is ready
     try:
         while True:
@@ -390,19 +385,11 @@ def serve_jobs(do: Callable) -> None:
             except EOFError:
                 break
             try:
-                reply = True, do(job)
+                _draw_job(job, renderer, blocks)
+                reply = None
             except Exception as error:  # noqa: BLE001 - raised in the parent
-                reply = False, _sendable(error)
+                reply = _sendable(error)
     except BrokenPipeError:
-        pass  # the parent went away while this worker worked
-
-
-def serve(setup: dict) -> None:
-    """A drawing worker: draws the frames it is sent over the planes in the parent's shared memory."""
-    renderer = CpuRenderer(workers=1)
-    blocks: dict[str, SharedMemory] = {}
-    try:
-        serve_jobs(lambda job: _draw_job(job, renderer, blocks))
-    finally:
-        for block in blocks.values():
-            block.close()
+        pass  # the parent went away while this worker drew
+    for block in blocks.values():
+        block.close()

@@ -65,7 +65,6 @@ from ..tracks.detect import PREPARE_THREADS, TrackDetector, prepare_ahead
 from . import paths
 from .audio import AudioCopy
 from .budget import Budget
-from .building import built_apart
 from .formats import choose_format
 from .io import (
     DecodedFrame,
@@ -973,8 +972,7 @@ def _render(source, points, spec, renderer, writers, range_: FrameRange, layer_o
 
     together = frames_per_draw(renderer, source.width, source.height) if planar else 1
     # closed before the source is: a detector's frames are decoded on a thread of its own (:func:`_paired`)
-    with built_apart(builder, renderer, _frames_to_draw(source, range_)) as builder, \
-            closing(_paired(frames, points)) as paired:
+    with closing(_paired(frames, points)) as paired:
         pairs = _warm_up(paired, points, builder, range_)
         if range_.stop is not None and points.needs_frames:  # a detector looks past the end, as in the whole render
             pairs = _before(pairs, range_.stop, lambda pair: pair[0], passed)
