@@ -5,10 +5,10 @@ default glibc hands arrays over 128 KB back to the system when they are
 freed, so each frame's arrays are new pages, every one a page fault (zeroed
 by the kernel) while Python's lock is held. Told to keep freed memory below
 :data:`KEEP_FREE`, the next frame reuses it. Measured on the 16-core GPU test
-machine (1 round, 100-point track file, x264 veryfast), fps before / after:
-CPU backend on worker processes 1080p 104.5 / 113.9 (page faults in the
-workers 2 488 / 187 a frame), 4K 30.7 / 33.9 (12 937 / 900); detection at
-1080p 65.7 / 82.3.
+machine (CPU backend on worker processes, 100-point track file): page faults
+in the workers went from 2 300-2 700 to 190 a 1080p frame and from 11 800 to
+920 a 4K frame, and their CPU a frame from 67 to 60 ms at 1080p (medians of 4
+runs) and from 203 to 191 ms at 4K (1 run).
 
 A host's process (ComfyUI) is left as it is: its allocator is the host's
 choice. ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` in its
