@@ -106,6 +106,35 @@ def test_comfyui_loads_every_node_under_another_folder_name_without_torch_or_cup
                                                             "TrackOverlayTrails", "TrackOverlayLabels"})
 
 
+@pytest.mark.parametrize("lacking", ["Tracks", "search_aliases"])
+def test_an_older_comfyui_is_told_which_version_the_nodes_need(monkeypatch, lacking):
+    import dataclasses
+
+    import fake_comfy
+
+    if lacking == "Tracks":
+        monkeypatch.delattr(fake_comfy.io, "Tracks")
+        names = "the TRACKS type"
+    else:
+        fields = [(f.name, f.type, f) for f in dataclasses.fields(fake_comfy.Schema) if f.name != "search_aliases"]
+        monkeypatch.setattr(fake_comfy.io, "Schema", dataclasses.make_dataclass("Schema", fields))
+        names = "search aliases"
+    module = load_pack(FOLDER_NAME + "-old")
+    try:
+        with pytest.raises(ImportError, match=rf"Track Overlay needs ComfyUI 0\.11\.0 or newer; this ComfyUI lacks "
+                                              rf"{names} .*Update ComfyUI"):
+            asyncio.run(module.comfy_entrypoint())
+    finally:
+        for name in [name for name in sys.modules if name.startswith(FOLDER_NAME + "-old")]:
+            del sys.modules[name]
+
+
+def test_the_comfyui_version_the_entrypoint_asks_for_is_the_one_the_package_declares():
+    declared = (REPO / "pyproject.toml").read_text().split('requires-comfyui = ">=', 1)[1].split('"', 1)[0]
+    assert load_pack(FOLDER_NAME + "-version").MINIMUM_COMFYUI == declared
+    del sys.modules[FOLDER_NAME + "-version"]
+
+
 # ------------------------------------------------------------------ node schemas
 
 
