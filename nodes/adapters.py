@@ -282,12 +282,15 @@ def not_built(message: str):
     return ExecutionBlocker(message)
 
 
-def frames_tensor(frames, count: int, height: int, width: int):
-    """An IMAGE (float32 [count, H, W, 3] in 0..1) filled from ``count`` uint8 RGB frames, one at a time."""
+def frames_tensor(frames, count: int, height: int, width: int, progress=None):
+    """An IMAGE (float32 [count, H, W, 3] in 0..1) filled from ``count`` uint8 RGB frames, one at a time
+    (``progress(done, count)`` after each: a progress bar, which raises on an interrupt)."""
     array = np.empty((count, height, width, 3), np.float32)
     filled = 0
     for filled, frame in enumerate(frames, 1):
         np.divide(frame, np.float32(255.0), out=array[filled - 1])
+        if progress is not None:
+            progress(filled, count)
     if filled != count:
         raise ValueError(f"expected {count} frames, got {filled}")
     return to_tensor(array)

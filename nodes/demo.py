@@ -7,7 +7,7 @@ from fractions import Fraction
 from comfy_api.latest import InputImpl, Types, io
 
 from ..utils.tracks.demo import DEMO_RANGES, DemoClip
-from .adapters import audio_output, frames_tensor, tracks_output
+from .adapters import audio_output, frames_tensor, progress_callback, tracks_output
 from .widgets import TRACKS_OUT, VIDEO_CATEGORY, defaults, float_input, int_input
 
 AUDIO_RATE = defaults(DemoClip.audio)["sample_rate"]
@@ -53,7 +53,7 @@ class DemoClipNode(io.ComfyNode):
     @classmethod
     def execute(cls, width, height, frame_count, fps, dots, variant) -> io.NodeOutput:
         clip = DemoClip(width, height, frame_count, fps=fps, dots=dots, seed=variant)
-        frames = frames_tensor(clip.frames(), frame_count, height, width)
+        frames = frames_tensor(clip.frames(), frame_count, height, width, progress_callback(frame_count))
         audio = audio_output(clip.audio(AUDIO_RATE), AUDIO_RATE)
         components = Types.VideoComponents(images=frames, frame_rate=Fraction(fps).limit_denominator(1001),
                                            audio=audio)

@@ -652,6 +652,17 @@ def test_render_stops_when_the_progress_bar_raises(fake_progress_bar):
     assert calls[-1] == (2, 3)
 
 
+def test_demo_clip_fills_the_progress_bar_frame_by_frame_and_stops_when_it_raises(fake_progress_bar):
+    bar, calls = fake_progress_bar
+    run("DemoClip", width=64, height=48, frame_count=4, dots=3)
+    assert calls == [("total", 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    calls.clear()
+    bar.stop_at = 2  # a long clip is cancelled while its frames are made, not after
+    with pytest.raises(Interrupted):
+        run("DemoClip", width=64, height=48, frame_count=400, dots=3)
+    assert calls[-1] == (2, 400)
+
+
 def test_render_rejects_a_non_overlay():
     with pytest.raises(TypeError, match="overlay must be a TRACK_OVERLAY"):
         render(frames(), {"track_path": torch.zeros(1, 1, 2)})
