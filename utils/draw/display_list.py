@@ -117,8 +117,8 @@ class Polylines:
                    np.zeros((0, 4)), np.zeros((0, 2)), np.zeros(0, bool))
 
     def parts(self, bounds) -> list:
-        """This batch cut into runs of polylines at ``bounds`` (ascending, 0 .. :attr:`count`), one batch per
-        run (empty where a run is), each of this one's checked values (not checked again)."""
+        """This batch cut into runs of polylines at ``bounds`` (ascending, 0 .. :attr:`count`): one batch per
+        run (an empty one for a run of none), made of this one's checked values (not checked again)."""
         if len(bounds) == 2 and bounds[0] == 0 and bounds[1] == self.count:
             return [self]
         vertex_bounds = self.offsets[np.asarray(bounds)]
@@ -188,8 +188,8 @@ class Boxes:
         return len(self.center)
 
     def parts(self, bounds) -> list:
-        """This batch cut into runs of boxes at ``bounds`` (ascending, 0 .. :attr:`count`), one batch per run,
-        each of this one's checked values (not checked again)."""
+        """This batch cut into runs of boxes at ``bounds`` (ascending, 0 .. :attr:`count`): one batch per run,
+        made of this one's checked values (not checked again)."""
         if len(bounds) == 2 and bounds[0] == 0 and bounds[1] == self.count:
             return [self]
         return [_checked(Boxes, **{name: getattr(self, name)[a:b] for name in self.__dataclass_fields__})
