@@ -385,26 +385,29 @@ class OverlayBuilder:
         """Whether a frame's picture depends on every frame before it (hysteresis, colours by motion or age)."""
         return (self.spec.lines is not None and self.spec.graph.hysteresis > 0) or self.motion is not None
 
-    def _graph(self, points: FramePoints, where: str):
+    @staticmethod
+    def _usable(points: FramePoints):
+        """(float32 positions, which points are visible at a finite position) of a frame."""
         positions = np.asarray(points.positions, np.float32)
-        valid = np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1)
+        return positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1)
+
+    def _graph(self, points: FramePoints, positions, valid, where: str) -> None:
         if self.spec.lines is not None:
             if self.budget is not None:
                 graph = self.spec.graph
                 self.budget.check_points(int(valid.sum()), graph.k if graph.mode == "knn" else 8, where)
             self.edges, _ = build_edges(positions, self.spec.graph, valid=valid,
                                         previous=None if points.shot_start else self.edges)
-        return positions, valid
 
     def advance(self, points: FramePoints) -> None:
         """Update the graph's, the trails' and the motion's memory with a frame that is not drawn (before a
         frame range)."""
+        positions, valid = self._usable(points)
         if self.spec.lines is not None and self.spec.graph.hysteresis > 0:
-            self._graph(points, "a frame before the range")
+            self._graph(points, positions, valid, "a frame before the range")
         if self.history is not None:
             self.history.push(points)
-        if self.motion is not None:
-            self._motion(points)
+        self._motion(points, positions, valid)
 
     def replay_start(self, start: int) -> int:
         """The first frame to :meth:`advance` through before drawing from frame ``start``."""
@@ -412,13 +415,9 @@ class OverlayBuilder:
             return 0
         return start if self.history is None else max(0, start - self.history.frames)
 
-    def _motion(self, points: FramePoints):
+    def _motion(self, points: FramePoints, positions, valid):
         """This frame's motion (and the tracker's memory of it), or None without motion colours."""
-        if self.motion is None:
-            return None
-        positions = np.asarray(points.positions, np.float32)
-        return self.motion(positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1),
-                           points.shot_start)
+        return None if self.motion is None else self.motion(positions, valid, points.shot_start)
 
     def _check_budget(self, points: FramePoints, positions, valid, where: str) -> None:
         lines, boxes = self.spec.lines, self.spec.boxes
@@ -444,7 +443,8 @@ class OverlayBuilder:
         """Raise ``MemoryBudgetError`` if drawing this frame would exceed the budget (the graph's memory is kept)."""
         previous = self.edges
         try:
-            positions, valid = self._graph(points, f"frame {index}")
+            positions, valid = self._usable(points)
+            self._graph(points, positions, valid, f"frame {index}")
             self._check_budget(points, positions, valid, f"frame {index}")
         finally:
             self.edges = previous
@@ -472,9 +472,10 @@ class OverlayBuilder:
         edges, below, above = [], [], []  # the trails under the links, the labels over the boxes
         for t, (points, index) in enumerate(zip(frames, indices)):
             where = "a frame" if index is None else f"frame {index}"
-            positions, visible = self._graph(points, where)
+            positions, visible = self._usable(points)
+            self._graph(points, positions, visible, where)
             self._check_budget(points, positions, visible, where)
-            motion = self._motion(points)
+            motion = self._motion(points, positions, visible)
             columns = len(visible)
             path[t, :columns], valid[t, :columns] = positions, visible
             if points.opacity is not None:
