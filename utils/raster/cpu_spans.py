@@ -89,17 +89,16 @@ def _plane_side(point, normal, yc, negative=False):
     return first, last
 
 
-def _line_spans(table: SegmentTable, radius, rows: range, width: int):
-    """Per (segment, row): the columns whose pixel centre is within ``radius``."""
+def _line_spans(layer: _LineLayer, rows: range, width: int):
+    """Per (segment, row): the columns whose pixel centre is within the segment's radius."""
+    table, radius = layer.table, layer.radius
     ymin = np.minimum(table.p0[:, 1], table.p1[:, 1]) - radius
     ymax = np.maximum(table.p0[:, 1], table.p1[:, 1]) + radius
     first_row, row_count = _row_ranges(ymin, ymax, rows)
     seg, row = _expand(first_row, row_count)
     yc = row.astype(np.float32) + np.float32(0.5)
     p0, p1, r = table.p0.take(seg, axis=0), table.p1.take(seg, axis=0), radius[seg]
-    delta = p1 - p0
-    length = np.sqrt((delta * delta).sum(axis=1))
-    tangent = delta / np.maximum(length, _EPS)[:, None]
+    length, tangent = layer.length[seg], layer.tangent.take(seg, axis=0)
     lo = np.full(len(seg), np.inf, np.float32)
     hi = np.full(len(seg), -np.inf, np.float32)
     with np.errstate(invalid="ignore"):
@@ -171,6 +170,9 @@ class _LineLayer:
     table: SegmentTable
     radius: np.ndarray
     overlapping: np.ndarray
+    length: np.ndarray     # [S] each segment's length
+    tangent: np.ndarray    # [S, 2] its unit tangent (0 for a zero-length segment)
+    direction: np.ndarray  # [S, 2] likewise, but (1, 0) for a zero-length segment: a dot
 
 
 def _line_layer(lines: Polylines) -> _LineLayer:
@@ -199,7 +201,8 @@ def _line_layer(lines: Polylines) -> _LineLayer:
     overlapping = turning > _SELF_OVERLAP_TURN
     overlapping[table.polyline[sharp]] = True
     table = replace(table, has_start=has_start, has_end=has_end)
-    return _LineLayer(lines, table, radius, overlapping)
+    direction = np.where((length > _EPS)[:, None], tangent, np.float32([1, 0]))
+    return _LineLayer(lines, table, radius, overlapping, length, tangent, direction)
 
 
 def _nearest_only(key, outside):
@@ -223,11 +226,8 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
     lines, table = layer.lines, layer.table
     span, x, pixels = _pair_pixels(row, first, count, width_px)
     yc = row.astype(np.float32) + np.float32(0.5)
-    p0, p1 = table.p0.take(seg, axis=0), table.p1.take(seg, axis=0)
-    delta = p1 - p0
-    length = np.sqrt((delta * delta).sum(axis=1))
-    # Unit tangent ((1, 0) for a zero-length segment: a dot).
-    tangent = np.where((length > _EPS)[:, None], delta / np.maximum(length, _EPS)[:, None], np.float32([1, 0]))
+    p0 = table.p0.take(seg, axis=0)
+    length, tangent = layer.length[seg], layer.direction.take(seg, axis=0)
     qy = yc - p0[:, 1]
     qx = x - p0[:, 0][span]
     tx, ty, seg_length = tangent[:, 0][span], tangent[:, 1][span], length[span]
@@ -455,7 +455,7 @@ def _band_pairs(prepared: list, rows: range, width: int, stop_check=None):
     """(pixel, colour, alpha) contributions inside ``rows``, in drawing order."""
     for layer in prepared:
         if isinstance(layer, _LineLayer):
-            spans = _line_spans(layer.table, layer.radius, rows, width)
+            spans = _line_spans(layer, rows, width)
             polyline = layer.table.polyline[spans[0]]
             groups = np.where(layer.overlapping[polyline], polyline, -1 - np.arange(len(polyline)))
             evaluate = lambda *span: _line_pairs(layer, *span, width)
