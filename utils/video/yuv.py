@@ -114,8 +114,10 @@ def yuv_coefficients(colorspace: int, full_range: bool) -> tuple[np.ndarray, np.
 
 
 def _levels(values, xp):
-    """float values as uint8 levels: rounded to nearest, clipped to 0..255."""
-    return xp.clip(xp.floor(values + 0.5), 0, 255).astype(xp.uint8)
+    """float values as uint8 levels: rounded to nearest, clipped to 0..255 (``values`` is used up: rounded in
+    place)."""
+    values += 0.5
+    return xp.clip(values, 0, 255, out=values).astype(xp.uint8)  # >= 0 now: truncating is flooring
 
 
 @dataclass(frozen=True)
@@ -159,9 +161,12 @@ def planar_layer(pixels, color, alpha, planes: YuvPlanes) -> PlanarLayer:
         term += color[1] * m[1]
         term += color[2] * m[2]
         term += alpha * offset[row]
-    block = pixels // (2 * width)  # each pixel's 2x2 block: (y // 2) * W / 2 + x // 2
-    block *= half
-    block += (pixels % width) >> 1
+    rows = pixels // width  # each pixel's 2x2 block: (y // 2) * W / 2 + x // 2
+    block = pixels - rows * width  # (x, without NumPy's slow remainder)
+    block >>= 1
+    rows >>= 1
+    rows *= half
+    block += rows
     touched = xp.zeros((planes.height // 2) * half, bool)
     touched[block] = True
     blocks = xp.flatnonzero(touched).astype(xp.int64, copy=False)  # the touched blocks, ascending
@@ -184,7 +189,9 @@ def composite_planes(planes: YuvPlanes, layer: PlanarLayer) -> None:
                                      (planes.u, layer.blocks, layer.chroma_keep, layer.u),
                                      (planes.v, layer.blocks, layer.chroma_keep, layer.v)):
         flat = plane.reshape(-1)  # a view: the planes are C-contiguous
-        flat[index] = _levels(keep * flat[index] + term, xp)
+        blended = keep * flat[index]
+        blended += term
+        flat[index] = _levels(blended, xp)
 
 
 def _drawn_in_place(renderer, display_lists: list, planes: list, glow) -> int:
