@@ -415,8 +415,8 @@ def _composite(pending: list, height: int, width: int) -> SparseLayer:
     while len(deeper):
         below = order[last[deeper] - level]
         transmit = 1.0 - acc_alpha[deeper]
-        for channel in range(3):
-            acc_color[channel, deeper] += color[channel].take(below) * transmit
+        for channel, accumulated in enumerate(acc_color):  # a row's own view indexes twice as fast
+            accumulated[deeper] += color[channel].take(below) * transmit
         acc_alpha[deeper] += alpha[below] * transmit
         level += 1
         deeper = deeper[depth[deeper] > level]
