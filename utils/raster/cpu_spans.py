@@ -139,7 +139,7 @@ def _dash_distance(arc, on, off):
 def _pair_pixels(row, first, count, width_px):
     """Expand spans: span index, pixel-centre x and flat pixel index per pair."""
     span, cols = _expand(first, count)
-    pixels = row[span] * width_px + cols
+    pixels = row.take(span) * width_px + cols
     return span, cols.astype(np.float32) + np.float32(0.5), pixels
 
 
@@ -229,26 +229,26 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
     p0 = table.p0.take(seg, axis=0)
     length, tangent = layer.length[seg], layer.direction.take(seg, axis=0)
     qy = yc - p0[:, 1]
-    qx = x - p0[:, 0][span]
-    tx, ty, seg_length = tangent[:, 0][span], tangent[:, 1][span], length[span]
+    qx = x - p0[:, 0].take(span)
+    tx, ty, seg_length = tangent[:, 0].take(span), tangent[:, 1].take(span), length.take(span)
     # Pixel offsets along and across the segment: the distance beside the segment is
     # |across| itself (exactly 0 for pixel centres on an axis-aligned line).
-    along = qx * tx + (qy * tangent[:, 1])[span]
-    across = qx * ty - (qy * tangent[:, 0])[span]
+    along = qx * tx + (qy * tangent[:, 1]).take(span)
+    across = qx * ty - (qy * tangent[:, 0]).take(span)
     overhang = np.maximum(np.maximum(-along, along - seg_length), 0.0)
     distance = np.sqrt(across * across + overhang * overhang)
     clamped = np.clip(along, 0.0, seg_length)
-    arc = (table.arc_start[seg])[span] + clamped
+    arc = (table.arc_start[seg]).take(span) + clamped
     factor = None
     if table.factor0 is not None:  # width and alpha factors, linear between the segment's ends
         start = table.factor0.take(seg, axis=0)[span]
         factor = start + (table.factor1.take(seg, axis=0)[span] - start) * (clamped / np.maximum(seg_length, _EPS))[:, None]
     polyline = table.polyline[seg]
-    half_width = (lines.width[polyline] * 0.5)[span]
+    half_width = (lines.width[polyline] * 0.5).take(span)
     if factor is not None:
         half_width = half_width * factor[:, 0]
     outside = distance - half_width
-    overlapping = layer.overlapping[polyline][span]
+    overlapping = layer.overlapping[polyline].take(span)
     if np.any(overlapping):
         chosen = np.flatnonzero(overlapping)
         key = polyline[span[chosen]].astype(np.int64) * (int(pixels.max()) + 1) + pixels[chosen]
@@ -259,13 +259,13 @@ def _line_pairs(layer: _LineLayer, seg, row, first, count, width_px):
         factor = None if factor is None else factor[keep]
     dash = lines.dash.take(polyline, axis=0)
     if np.any(dash[:, 1] > 0):
-        dashed = (dash[:, 1] > 0)[span]
-        to_dash = _dash_distance(arc, dash[:, 0][span], dash[:, 1][span])
+        dashed = (dash[:, 1] > 0).take(span)
+        to_dash = _dash_distance(arc, dash[:, 0].take(span), dash[:, 1].take(span))
         rounded = np.hypot(distance, np.maximum(to_dash, 0.0)) - half_width
         butt = np.maximum(outside, to_dash)
-        outside = np.where(dashed, np.where(lines.dash_round[polyline][span], rounded, butt), outside)
+        outside = np.where(dashed, np.where(lines.dash_round[polyline].take(span), rounded, butt), outside)
     coverage = _clamp01(np.float32(0.5) - outside)
-    pair_polyline = polyline[span]
+    pair_polyline = polyline.take(span)
     rgba = _planar(lines.color_start, pair_polyline)
     if not np.array_equal(lines.color_start, lines.color_end):
         mix = arc / np.maximum(table.arc_total[pair_polyline], _EPS)
@@ -308,21 +308,21 @@ def _box_pairs(boxes: Boxes, box, row, first, count, width_px):
     yc = row.astype(np.float32) + np.float32(0.5)
     half = boxes.half_size.take(box, axis=0)
     radius = boxes.radius[box]
-    offset_x = np.abs(x - boxes.center[:, 0][box][span])
-    offset_y = np.abs(yc - boxes.center[:, 1][box])[span]
-    qx = offset_x - (half[:, 0] - radius)[span]
-    qy = offset_y - (half[:, 1] - radius)[span]
+    offset_x = np.abs(x - boxes.center[:, 0][box].take(span))
+    offset_y = np.abs(yc - boxes.center[:, 1][box]).take(span)
+    qx = offset_x - (half[:, 0] - radius).take(span)
+    qy = offset_y - (half[:, 1] - radius).take(span)
     outer = np.sqrt(np.square(np.maximum(qx, 0)) + np.square(np.maximum(qy, 0)))
-    signed = outer + np.minimum(np.maximum(qx, qy), 0) - radius[span]
-    half_stroke = (boxes.stroke_width[box] * 0.5)[span]
+    signed = outer + np.minimum(np.maximum(qx, qy), 0) - radius.take(span)
+    half_stroke = (boxes.stroke_width[box] * 0.5).take(span)
     stroke = _clamp01(np.float32(0.5) - (np.abs(signed) - half_stroke)) * (half_stroke > 0)
     bracket = boxes.bracket[box]
     if np.any(bracket > 0):
-        arm_x = (half[:, 0] - bracket)[span]
-        arm_y = (half[:, 1] - bracket)[span]
+        arm_x = (half[:, 0] - bracket).take(span)
+        arm_y = (half[:, 1] - bracket).take(span)
         arms = _clamp01(0.5 + offset_x - arm_x) * _clamp01(0.5 + offset_y - arm_y)
-        stroke = np.where((bracket > 0)[span], stroke * arms, stroke)
-    pair_box = box[span]
+        stroke = np.where((bracket > 0).take(span), stroke * arms, stroke)
+    pair_box = box.take(span)
     stroke_rgba = _planar(boxes.stroke_color, pair_box)
     fill_rgba = _planar(boxes.fill_color, pair_box)
     stroke_alpha = stroke * stroke_rgba[3]
@@ -357,15 +357,15 @@ def _glyph_pairs(glyphs: Glyphs, glyph, row, first, count, width_px):
     span, x, pixels = _pair_pixels(row, first, count, width_px)
     yc = row.astype(np.float32) + np.float32(0.5)
     origin, texel = glyphs.origin.take(glyph, axis=0), glyphs.texel.take(glyph, axis=0)
-    u = (x - origin[:, 0][span]) + texel[:, 0][span] - np.float32(0.5)
-    v = ((yc - origin[:, 1]) + texel[:, 1] - np.float32(0.5))[span]
+    u = (x - origin[:, 0].take(span)) + texel[:, 0].take(span) - np.float32(0.5)
+    v = ((yc - origin[:, 1]) + texel[:, 1] - np.float32(0.5)).take(span)
     u0, v0 = np.floor(u), np.floor(v)
     fu, fv = u - u0, v - v0
     i, j = u0.astype(np.int64), v0.astype(np.int64)
     atlas = glyphs.atlas.coverage
     coverage = ((1 - fu) * (1 - fv) * _atlas_texels(atlas, i, j) + fu * (1 - fv) * _atlas_texels(atlas, i + 1, j)
                 + (1 - fu) * fv * _atlas_texels(atlas, i, j + 1) + fu * fv * _atlas_texels(atlas, i + 1, j + 1))
-    rgba = _planar(glyphs.color, glyph[span])
+    rgba = _planar(glyphs.color, glyph.take(span))
     alpha = rgba[3] * (coverage / np.float32(255))
     return _Pairs(pixels, rgba[:3] * alpha, alpha)
 
