@@ -294,6 +294,30 @@ def test_deep_stacks_composite_in_drawing_order(renderer):
     np.testing.assert_allclose(out[12, 26], 0.25 + (colors[6] * 0.5 + colors[5] * 0.25) * 0.75, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("far", [9, 2**58, 2**61])
+def test_the_cpu_composite_sorts_by_pixel_then_drawing_order_at_any_pixel_index(far):
+    """Contributions in drawing order over shared pixels come out per pixel, ascending, each pixel the "over" of
+    its own stack. The pixel index and the contribution's place share one 64-bit sort key while they fit; past
+    that (pixels 2**61 apart here) the pixels alone are sorted stably, to the same layer."""
+    pixels = np.array([7, 3, far, 3, 7, 3, 1], np.int64)
+    alpha = np.array([0.5, 0.25, 1.0, 0.5, 0.75, 1.0, 0.125], np.float32)
+    gray = np.array([0.2, 0.4, 0.6, 0.8, 1.0, 0.1, 0.3], np.float32)
+    pairs = cpu_spans._Pairs(pixels, np.tile(gray * alpha, (3, 1)), alpha)
+    layer = cpu_spans._composite([pairs], 1, far + 1)
+
+    def over(stack):  # bottom to top
+        color = total = 0.0
+        for index in stack:
+            color = gray[index] * alpha[index] + color * (1 - alpha[index])
+            total = alpha[index] + total * (1 - alpha[index])
+        return color, total
+
+    expected = {pixel: over([i for i in range(len(pixels)) if pixels[i] == pixel]) for pixel in np.unique(pixels)}
+    assert layer.pixels.tolist() == sorted(expected)
+    np.testing.assert_allclose(layer.color[0], [expected[p][0] for p in layer.pixels], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(layer.alpha, [expected[p][1] for p in layer.pixels], rtol=0, atol=1e-7)
+
+
 def test_layer_export_blends_back_to_the_composite(renderer):
     display_list = random_display_list(11)
     rgb, alpha = renderer.render_layer(display_list, 72, 96)

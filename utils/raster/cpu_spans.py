@@ -388,10 +388,13 @@ def _chunks(counts, limit, groups=None):
 def _composite(pending: list, height: int, width: int) -> SparseLayer:
     """Composite contributions (in drawing order) per pixel into a sparse layer.
 
-    A stable sort by pixel keeps each pixel's contributions in drawing order
-    (each primitive's pixels come ascending, so the sort merges runs); each
-    pixel starts from its top-most contribution and adds the ones below it
-    *under* the running result, front to back, one depth level per pass.
+    Contributions are sorted by pixel, then drawing order, with one 64-bit key
+    that holds both (the pixel above, the contribution's place below) while
+    they fit, as they do up to frames of billions of pixels; beyond, the
+    pixels alone are sorted stably. Each primitive's pixels come ascending, so
+    the stable sort merges runs. Each pixel starts from its top-most
+    contribution and adds the ones below it *under* the running result, front
+    to back, one depth level per pass.
     """
     pixels = np.concatenate([p.pixels for p in pending])
     if len(pixels) == 0:
@@ -399,10 +402,17 @@ def _composite(pending: list, height: int, width: int) -> SparseLayer:
     color = np.concatenate([p.color for p in pending], axis=1)
     alpha = np.concatenate([p.alpha for p in pending])
     first = int(pixels.min())
-    local = pixels - first  # 32 bits sort much faster than 64
-    local = local.astype(np.int32) if int(local.max()) < 2**31 else local
-    order = np.argsort(local, kind="stable")
-    sorted_pixels = local[order]
+    shift = len(pixels).bit_length()
+    keys = pixels - first
+    if (int(pixels.max()) - first).bit_length() + shift < 64:
+        keys <<= shift
+        keys |= np.arange(len(pixels))
+        keys.sort(kind="stable")
+        order = keys & ((1 << shift) - 1)
+        sorted_pixels = keys >> shift
+    else:
+        order = np.argsort(keys, kind="stable")
+        sorted_pixels = keys[order]
     boundary = np.ones(len(order), dtype=bool)
     np.not_equal(sorted_pixels[1:], sorted_pixels[:-1], out=boundary[:-1])
     last = np.flatnonzero(boundary)
@@ -420,7 +430,7 @@ def _composite(pending: list, height: int, width: int) -> SparseLayer:
         acc_alpha[deeper] += alpha[below] * transmit
         level += 1
         deeper = deeper[depth[deeper] > level]
-    return SparseLayer(height, width, sorted_pixels[last] + np.int64(first), acc_color, acc_alpha)
+    return SparseLayer(height, width, sorted_pixels[last] + first, acc_color, acc_alpha)
 
 
 def _as_pairs(layer: SparseLayer) -> _Pairs:
