@@ -318,6 +318,18 @@ def test_the_cpu_composite_sorts_by_pixel_then_drawing_order_at_any_pixel_index(
     np.testing.assert_allclose(layer.alpha, [expected[p][1] for p in layer.pixels], rtol=0, atol=1e-7)
 
 
+def test_the_cpu_composite_takes_32_bit_pixel_indices_as_64_bit_ones():
+    """The sort key is made in 64 bits whatever integer type the pixels come in (32 bits would overflow)."""
+    pixels = np.arange(300_000, dtype=np.int64)[::-1] % 70_000
+    alpha = np.linspace(0.1, 0.9, len(pixels), dtype=np.float32)
+    color = np.tile(alpha * 0.5, (3, 1))
+    wide, narrow = (cpu_spans._composite([cpu_spans._Pairs(pixels.astype(dtype), color, alpha)], 1, 70_000)
+                    for dtype in (np.int64, np.int32))
+    assert narrow.pixels.tolist() == wide.pixels.tolist() == list(range(70_000))
+    np.testing.assert_array_equal(narrow.color, wide.color)
+    np.testing.assert_array_equal(narrow.alpha, wide.alpha)
+
+
 def test_layer_export_blends_back_to_the_composite(renderer):
     display_list = random_display_list(11)
     rgb, alpha = renderer.render_layer(display_list, 72, 96)

@@ -403,7 +403,7 @@ def _composite(pending: list, height: int, width: int) -> SparseLayer:
     alpha = np.concatenate([p.alpha for p in pending])
     first = int(pixels.min())
     shift = len(pixels).bit_length()
-    keys = pixels - first
+    keys = np.subtract(pixels, first, dtype=np.int64)
     if (int(pixels.max()) - first).bit_length() + shift < 64:
         keys <<= shift
         keys |= np.arange(len(pixels))
