@@ -260,6 +260,25 @@ def test_a_worker_leaves_when_its_parent_goes_away():
     pytest.fail("the worker outlived its parent by 30 s")
 
 
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a worker's environment from /proc (Linux)")
+def test_workers_run_numerical_libraries_on_one_thread_and_keep_the_rest_of_the_environment(monkeypatch):
+    """A worker draws one frame on one thread: BLAS and OpenMP pools there would only spin against the other
+    workers (on 16 cores they doubled the workers' start CPU and added 40% to their CPU a frame)."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "16")
+    monkeypatch.setenv("TRACKOVERLAY_TEST_PASSED_ON", "yes")
+    drawer = processes.DrawProcesses(CpuRenderer(workers=2, frames_at_once=2))
+    try:
+        for worker in drawer._workers:
+            environment = dict(item.split("=", 1) for item in Path(f"/proc/{worker.process.pid}/environ")
+                               .read_text().split("\0") if "=" in item)
+            pools = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+            assert [environment.get(name) for name in pools] == ["1"] * len(pools)
+            assert environment["TRACKOVERLAY_TEST_PASSED_ON"] == "yes"
+    finally:
+        drawer.close()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "16"  # the parent's own is left as it was
+
+
 def test_processes_draw_only_long_cpu_renders_with_room_in_shared_memory(monkeypatch, caplog):
     def chosen(renderer, frames, width=1920, height=1080, held=25):
         with processes.draw_processes(renderer, frames, width, height, held) as drawer:

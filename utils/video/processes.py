@@ -61,6 +61,12 @@ _POLL = 0.05  # seconds between checks of the stop check and the worker's life w
 _CLOSE_SECONDS = 2.0  # how long closing waits for the workers to leave before it ends them
 _SHARED_MEMORY = Path("/dev/shm")  # Linux's shared memory, a size-limited file system in containers
 
+_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""A worker's environment beside its parent's: it draws one frame on one thread, and numerical libraries' own
+thread pools there only spin against the other workers and the encoder. Measured on 16 cores (1080p, 240
+frames, 100-point track file, 3 rounds): 8 workers' start 8.9-10.4 -> 4.2-4.4 s of CPU (ready in 0.74-0.82 ->
+0.55-0.59 s), their CPU a frame 86 -> 56-64 ms (system time 9-11 -> 2 ms)."""
+
 _PACKAGE = __name__.rsplit(".utils.", 1)[0]  # the package's module name here (a host may choose it)
 _PACKAGE_FOLDER = str(Path(__file__).resolve().parents[2])
 
@@ -147,7 +153,8 @@ class _DrawingProcess:
         setup = {"path": list(sys.path), "package": _PACKAGE, "folder": _PACKAGE_FOLDER}
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)  # no console window per worker on Windows
         self.process = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, creationflags=flags)
+                                        stdout=subprocess.PIPE, creationflags=flags,
+                                        env={**os.environ, **_ONE_THREAD})
         self.failure: Exception | None = None
         self._leaving = False
         self._ready = threading.Event()
