@@ -48,11 +48,11 @@ from ..core.threads import Worker
 from ..raster.cpu import CpuRenderer
 from .yuv import YuvPlanes, overlay_planes, packed_planes, plane_shapes
 
-PROCESS_MIN_FRAMES = 120
+PROCESS_MIN_FRAMES = 60
 """Frames a render needs before it draws on processes. Workers start while the parent's threads draw, but
 starting them (Python, NumPy and OpenCV in each) slows the render meanwhile. Measured on 16 cores (100-point
-track file, x264 veryfast), fps on threads / on processes: 1080p 30 frames 43 / 25, 60 frames 47 / 40, 240
-frames 54 / 83, 600 frames 50 / 108; 4K 15 frames 12 / 8, 240 frames 27 / 33."""
+track file, x264 veryfast, 2 rounds), fps on threads / on processes: 1080p 30 frames 38-44 / 32-34, 60 frames
+28-50 / 48-64, 90 frames 48-51 / 67-68; 4K 15 frames 12 / 11-12, 30 frames 17 / 16, 60 frames 23-26 / 25-26."""
 
 WORKER_START_SECONDS = 60.0
 """How long a worker may take to start before it is ended and its frames go to the parent's threads."""
