@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
 from ..core.checks import Range, check_range
@@ -92,6 +91,8 @@ def glow_layer(layer: SparseLayer, glow: Glow | None) -> SparseLayer:
     """
     if not glows(glow) or len(layer.pixels) == 0:
         return layer
+    import cv2  # here, not at the top: drawing workers load this module, and OpenCV's thread pool costs each
+    #             worker's start while few renders glow
     weights = gaussian_weights(glow.radius)
     reach = len(weights) // 2
     rows, columns = np.divmod(layer.pixels, layer.width)
