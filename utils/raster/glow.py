@@ -91,8 +91,10 @@ def glow_layer(layer: SparseLayer, glow: Glow | None) -> SparseLayer:
     """
     if not glows(glow) or len(layer.pixels) == 0:
         return layer
-    import cv2  # here, not at the top: drawing workers load this module, and OpenCV's thread pool costs each
-    #             worker's start while few renders glow
+    # Imported here, not at the top: drawing workers load this module, and OpenCV's thread pool would cost
+    # each worker's start while few renders glow.
+    import cv2
+
     weights = gaussian_weights(glow.radius)
     reach = len(weights) // 2
     rows, columns = np.divmod(layer.pixels, layer.width)
