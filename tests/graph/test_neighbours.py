@@ -16,6 +16,7 @@ from trackoverlay.utils.graph.neighbours import (
     edge_lengths,
     knn_cpu,
     knn_cpu_frames,
+    knn_searched_ahead,
     pairs_within_cpu,
 )
 
@@ -398,6 +399,77 @@ def test_knn_cpu_frames_marks_invalid_and_missing_neighbours():
     np.testing.assert_array_equal(idx[0], knn_cpu(points[0], 3)[0])
     assert idx[1, 0].tolist() == [2, -1, -1] and idx[1, 2].tolist() == [0, -1, -1]
     assert (idx[1, [1, 3, 4]] == -1).all() and np.isinf(dist[1, 1]).all()
+
+
+def _frames_of(point_sets):
+    """Point sets padded into ``(path [T, N, 2], valid [T, N])``."""
+    width = max(len(points) for points in point_sets)
+    path = np.full((len(point_sets), width, 2), np.nan, np.float32)
+    valid = np.zeros((len(point_sets), width), bool)
+    for t, points in enumerate(point_sets):
+        path[t, :len(points)], valid[t, :len(points)] = points, True
+    return path, valid
+
+
+@pytest.mark.parametrize("case", ["same-points-every-frame", "ties-and-small-frames", "a-coordinate-near-zero",
+                                  "more-than-one-tree-holds"])
+@pytest.mark.parametrize("k", [1, 5, 10])
+def test_knn_cpu_frames_equals_knn_cpu_frame_by_frame(case, k):
+    """Frames searched together (one tree, frames side by side) give each frame's own search bit for bit: no
+    neighbour from another frame, even where frames hold the very same points, ties by index, frames with
+    fewer points than asked, and a coordinate so near zero that moving it would round it (then the frames
+    are searched one by one)."""
+    if case == "same-points-every-frame":
+        sets = [random_points(60, seed=2)] * 6
+    elif case == "ties-and-small-frames":
+        sets = [grid_points(6), grid_points(3)[:2], grid_points(2), random_points(3, seed=4), grid_points(5)[::2],
+                np.repeat(grid_points(2), 3, axis=0), grid_points(4)]
+    elif case == "a-coordinate-near-zero":
+        sets = [random_points(30, seed=5), random_points(30, seed=6)]  # moved, these five would be one point
+        sets[1][:5] = np.array([[0.0, 0.0], [4e-20, 0.0], [3e-20, 0.0], [2e-20, 0.0], [1e-20, 0.0]], np.float32)
+    else:
+        sets = [random_points(700, seed=seed) for seed in range(3)]  # more points than one tree takes
+    path, valid = _frames_of(sets)
+    idx, dist = knn_cpu_frames(path, k, valid)
+    for t, points in enumerate(sets):
+        want_idx, want_dist = knn_cpu(points, k)
+        width = want_idx.shape[1]
+        np.testing.assert_array_equal(idx[t, :len(points), :width], want_idx)
+        np.testing.assert_array_equal(dist[t, :len(points), :width], want_dist)
+        assert (idx[t, :len(points), width:] == -1).all()
+
+
+def test_hysteresis_searches_every_frame_at_once_and_builds_the_same_graph():
+    """With hysteresis each frame still needs the one before, but the neighbours of all frames are searched in
+    one batched call; the edges equal a search frame by frame, cuts included."""
+    path, visibility = jittered_tracks(points=80, frames=7)
+    visibility[2, :70] = False  # ten points left
+    visibility[4, 5::2] = False
+    params = GraphParams(k=4, hysteresis=0.3, degree_cap=3)
+    calls = []
+
+    def batched(points, k):
+        return knn_cpu(points, k)
+
+    def frames(points, k, valid):
+        calls.append(k)
+        return knn_cpu_frames(points, k, valid)
+
+    batched.frames = frames
+    got = build_edge_sequence(path, visibility, params, knn=batched, cuts=(3,))
+    want = build_edge_sequence(path, visibility, params, knn=lambda points, k: knn_cpu(points, k), cuts=(3,))
+    assert calls == [4 + 4]  # once, for as many neighbours as sticky edges ask
+    for edges_got, edges_want in zip(got, want):
+        np.testing.assert_array_equal(edges_got, edges_want)
+
+
+def test_a_plug_searched_ahead_answers_only_the_points_it_was_searched_for():
+    path, valid = _frames_of([random_points(12, seed=1), random_points(9, seed=2)])
+    plugs = knn_searched_ahead(path, valid, GraphParams(k=3))
+    np.testing.assert_array_equal(plugs[1](path[1, :9], 2)[0], knn_cpu(path[1, :9], 2)[0])
+    with pytest.raises(ValueError, match="for 9 points, asked about 12"):
+        plugs[1](path[0], 3)
+    assert knn_searched_ahead(path, valid, GraphParams(mode="radius")) is None
 
 
 def test_sequence_treats_nonfinite_visible_slot_as_invisible():

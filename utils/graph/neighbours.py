@@ -8,8 +8,9 @@ input (``xp``) and only functions both provide (sorts, ``unique``,
 plugs use ``scipy.spatial.cKDTree`` and hand results back in the input's
 module, so a GPU plug can replace them without touching the graph logic. A
 kNN plug may also offer ``knn.frames(points [T, N, 2], k, valid [T, N])``
-(see :func:`knn_cpu_frames`): batches without hysteresis then search every
-frame in one call.
+(see :func:`knn_cpu_frames`): batches then search every frame in one call
+(with hysteresis too, :func:`knn_searched_ahead`: only what follows the
+search goes frame by frame).
 
 Delaunay triangulations and minimum spanning trees come from SciPy
 (``scipy.spatial.Delaunay``, ``scipy.sparse.csgraph.minimum_spanning_tree``)
@@ -142,8 +143,9 @@ def edge_lengths(points, edges):
 
 def _distances(pts, rows, cols):
     """Float64 distances between ``pts[rows]`` and ``pts[cols]`` (any matching shapes)."""
-    delta = pts[cols] - pts[rows]
-    return np.sqrt(delta[..., 0] * delta[..., 0] + delta[..., 1] * delta[..., 1])
+    x, y = np.ascontiguousarray(pts[:, 0]), np.ascontiguousarray(pts[:, 1])  # 1-D gathers are the fast ones
+    dx, dy = x.take(cols) - x.take(rows), y.take(cols) - y.take(rows)
+    return np.sqrt(dx * dx + dy * dy)
 
 
 def _select_nearest(pts, rows, cols, k: int):
@@ -184,23 +186,90 @@ def knn_cpu(points, k: int):
         with a ball query.
     """
     xp = array_module(points)
-    pts = to_numpy(points).astype(np.float64)
-    n = len(pts)
-    k = neighbour_count(k, n)
-    if k < 1:
-        return xp.zeros((n, 0), dtype=xp.int64), xp.zeros((n, 0), dtype=xp.float32)
-    tree = cKDTree(pts)
-    _, cand = tree.query(pts, k=min(k + 2, n))
+    idx, dist = _knn_sets([to_numpy(points).astype(np.float64)], k)[0]
+    return xp.asarray(idx), xp.asarray(dist)
+
+
+_RUN_POINTS = 1024
+"""Points searched in one tree at most (unless one set has more): beyond a few hundred points a frame the
+calls' overhead is small and larger arrays only cost cache."""
+
+
+def _knn_sets(point_sets: list, k: int) -> list:
+    """:func:`knn_cpu` (host arrays) of each float64 ``[N_i, 2]`` set of ``point_sets``, searched together in one
+    k-d tree where the sets can be placed side by side exactly (:func:`_side_by_side`), else one by one. A
+    frame's hundred points cost NumPy mostly its calls' own overhead (and, on a thread, taking Python's lock
+    back after each), so a group of frames is searched together."""
+    results = [(np.zeros((len(pts), 0), np.int64), np.zeros((len(pts), 0), np.float32)) for pts in point_sets]
+    searched = [s for s, pts in enumerate(point_sets) if len(pts) >= 2]
+    if not searched or k < 1:
+        return results
+    for run in _runs(searched, [len(point_sets[s]) for s in searched]):
+        sets = [point_sets[s] for s in run]
+        placed = _side_by_side(sets)
+        together = [(run, sets, placed)] if placed is not None else [([s], [pts], pts) for s, pts in zip(run, sets)]
+        for places, members, members_placed in together:
+            for s, found in zip(places, _knn_placed(members, members_placed, k)):
+                results[s] = found
+    return results
+
+
+def _runs(items: list, sizes: list) -> list:
+    """``items`` cut into runs of consecutive ones whose ``sizes`` add up to at most :data:`_RUN_POINTS` (an item
+    larger than that alone)."""
+    runs, total = [], _RUN_POINTS
+    for item, size in zip(items, sizes):
+        if total + size > _RUN_POINTS:
+            runs.append([])
+            total = 0
+        runs[-1].append(item)
+        total += size
+    return runs
+
+
+def _side_by_side(sets: list):
+    """The points of ``sets`` (float64 ``[N_i, 2]``) one after another, each set moved along x so that any two
+    of its points are nearer than any point of another set; None where a move would round a coordinate (a
+    set's distances there would then not be its own, bit for bit)."""
+    if len(sets) == 1:
+        return sets[0]
+    pts = np.concatenate(sets)
+    diagonal = max(float(np.hypot(*np.ptp(points, axis=0))) for points in sets)
+    across = float(np.ptp(pts[:, 0])) + 2.0 * diagonal + 1.0  # a gap of two diagonals between sets
+    step = 2.0 ** np.ceil(np.log2(max(across, 2.0 * float(np.abs(pts[:, 0]).max()) + 1.0)))
+    shift = np.repeat(np.arange(len(sets)) * step, [len(points) for points in sets])
+    placed = pts.copy()
+    placed[:, 0] += shift
+    # with |x| <= step / 2 taking the shift back is exact, so it gives x back only where adding it was exact
+    return placed if np.array_equal(placed[:, 0] - shift, pts[:, 0]) else None
+
+
+def _knn_placed(sets: list, placed, k: int) -> list:
+    """:func:`knn_cpu` of each of ``sets`` (at least 2 points each), searched in one tree over ``placed``
+    (their points as :func:`_side_by_side` gives them)."""
+    sizes = np.array([len(points) for points in sets], np.int64)
+    pts = np.concatenate(sets) if len(sets) > 1 else sets[0]
+    n, wanted = len(pts), min(int(k), int(sizes.max()) - 1)
+    tree = cKDTree(placed)
+    _, cand = tree.query(placed, k=min(wanted + 2, n))
     cand = np.sort(cand, axis=1).astype(np.int64)  # index order: the stable sort breaks ties by index
     dist = _distances(pts, np.arange(n)[:, None], cand)
-    reach = dist.max(axis=1)
-    order = np.argsort(np.where(cand == np.arange(n)[:, None], np.inf, dist), axis=1, kind="stable")[:, :k]
+    other = cand == np.arange(n)[:, None]  # itself, or a point of another set
+    owner = np.repeat(np.arange(len(sets)), sizes)
+    if len(sets) > 1:
+        other |= owner[cand] != owner[:, None]
+    reach = np.where(other, 0.0, dist).max(axis=1)
+    order = np.argsort(np.where(other, np.inf, dist), axis=1, kind="stable")[:, :wanted]
     idx, dist = np.take_along_axis(cand, order, 1), np.take_along_axis(dist, order, 1)
-    tied = np.flatnonzero(dist[:, -1] >= reach) if cand.shape[1] < n else np.zeros(0, np.int64)
+    partial = (sizes > cand.shape[1])[owner]  # sets not all among the candidates may hide ties
+    tied = np.flatnonzero(partial & (dist[:, -1] >= reach))
     if tied.size:
-        rows, cols = _ball_candidates(tree, pts, tied, reach[tied] * (1.0 + 1e-9) + 1e-9)
-        idx[tied], dist[tied] = _select_nearest(pts, rows, cols, k)
-    return xp.asarray(idx), xp.asarray(dist.astype(np.float32))
+        rows, cols = _ball_candidates(tree, placed, tied, reach[tied] * (1.0 + 1e-9) + 1e-9)
+        idx[tied], dist[tied] = _select_nearest(pts, rows, cols, wanted)
+    starts = np.cumsum(sizes) - sizes
+    return [(idx[start:start + size, :neighbour_count(k, int(size))] - start,
+             dist[start:start + size, :neighbour_count(k, int(size))].astype(np.float32))
+            for start, size in zip(starts, sizes)]
 
 
 def knn_cpu_frames(points, k: int, valid):
@@ -221,15 +290,48 @@ def knn_cpu_frames(points, k: int, valid):
     width = max(min(int(k), n - 1), 0)
     idx = np.full((frames, n, width), -1, np.int64)
     dist = np.full((frames, n, width), np.inf, np.float32)
-    for t in range(frames):  # one tree per frame
-        ids = np.flatnonzero(mask[t])
-        near, far = knn_cpu(pts[t, ids], k)
-        idx[t, ids, :near.shape[1]] = ids[near]
-        dist[t, ids, :near.shape[1]] = far
+    ids = [np.flatnonzero(mask[t]) for t in range(frames)]
+    found = _knn_sets([pts[t, frame_ids].astype(np.float64) for t, frame_ids in enumerate(ids)], k)
+    for t, (frame_ids, (near, far)) in enumerate(zip(ids, found)):
+        idx[t, frame_ids, :near.shape[1]] = frame_ids[near]
+        dist[t, frame_ids, :near.shape[1]] = far
     return xp.asarray(idx), xp.asarray(dist)
 
 
 knn_cpu.frames = knn_cpu_frames
+
+
+def knn_searched_ahead(path, valid, params: GraphParams, knn=knn_cpu) -> list | None:
+    """One kNN plug per frame of ``path`` (float ``[T, N, 2]``, ``valid`` bool ``[T, N]``) that answers from
+    one search of all the frames (``knn.frames``), for :func:`build_edges` to take frame by frame: each
+    frame's valid points asked for as many neighbours as hysteresis asks (rows are sorted by distance, ties
+    by index, so their first ``k`` columns answer ``k``). None where the graph is not kNN or the plug has
+    no batched form."""
+    if params.mode != "knn" or not hasattr(knn, "frames"):
+        return None
+    xp = array_module(path)
+    idx, dist = knn.frames(path, knn_query_count(params, params.hysteresis > 0), valid)
+    plugs = []
+    for t in range(valid.shape[0]):
+        ids = xp.nonzero(valid[t])[0]
+        local = xp.full(valid.shape[1], -1, xp.int64)
+        local[ids] = xp.arange(ids.size, dtype=xp.int64)
+        width = neighbour_count(idx.shape[2], int(ids.size))
+        plugs.append(_answered(local[idx[t, ids, :width]], dist[t, ids, :width]))
+    return plugs
+
+
+def _answered(idx, dist):
+    """A kNN plug that hands back ``(idx, dist)``, found beforehand for the points it is asked about, cut to
+    the neighbours asked for."""
+
+    def knn(points, k: int):
+        if len(points) != len(idx):
+            raise ValueError(f"this kNN answer is for {len(idx)} points, asked about {len(points)}")
+        width = neighbour_count(k, len(points))
+        return idx[:, :width], dist[:, :width]
+
+    return knn
 
 
 def pairs_within_cpu(points, radius: float):
@@ -520,8 +622,9 @@ def build_edge_batch(track_path, visibility, params: GraphParams, knn=knn_cpu, p
     frames, columns = valid.shape
     if params.hysteresis > 0 and frames > 0:
         edges, lengths, previous = [], [], None
+        plugs = knn_searched_ahead(path, valid, params, knn) or [knn] * frames
         for t in range(frames):  # each frame needs the one before
-            previous, length = build_edges(path[t], params, knn, valid[t], None if t in cuts else previous,
+            previous, length = build_edges(path[t], params, plugs[t], valid[t], None if t in cuts else previous,
                                            pairs_within)
             edges.append(previous)
             lengths.append(length)

@@ -57,7 +57,13 @@ from ..draw.overlays import (
     trail_polylines,
 )
 from ..draw.styles import BoxStyle, LabelStyle, LineStyle, TrailStyle
-from ..graph.neighbours import GraphParams, build_edges, edge_lengths
+from ..graph.neighbours import (
+    GraphParams,
+    build_edges,
+    edge_lengths,
+    knn_cpu,
+    knn_searched_ahead,
+)
 from ..raster.glow import Glow
 from ..tracks.contract import Tracks
 from ..tracks.demo import CANVAS_RGB, DemoClip
@@ -391,12 +397,12 @@ class OverlayBuilder:
         positions = np.asarray(points.positions, np.float32)
         return positions, np.asarray(points.visible, bool) & np.isfinite(positions).all(axis=1)
 
-    def _graph(self, points: FramePoints, positions, valid, where: str) -> None:
+    def _graph(self, points: FramePoints, positions, valid, where: str, knn=knn_cpu) -> None:
         if self.spec.lines is not None:
             if self.budget is not None:
                 graph = self.spec.graph
                 self.budget.check_points(int(valid.sum()), graph.k if graph.mode == "knn" else 8, where)
-            self.edges, _ = build_edges(positions, self.spec.graph, valid=valid,
+            self.edges, _ = build_edges(positions, self.spec.graph, knn=knn, valid=valid,
                                         previous=None if points.shot_start else self.edges)
 
     def advance(self, points: FramePoints) -> None:
@@ -470,14 +476,17 @@ class OverlayBuilder:
         line_colors, box_colors = (np.zeros((len(frames), count, 4), np.float32) if style is not None and
                                    style.color_mode in MOTION_MODES else None for style in (lines, boxes))
         edges, below, above = [], [], []  # the trails under the links, the labels over the boxes
+        usable = [self._usable(points) for points in frames]
+        for t, (positions, visible) in enumerate(usable):
+            path[t, :len(visible)], valid[t, :len(visible)] = positions, visible
+        searched = None if lines is None or len(frames) < 2 else knn_searched_ahead(path, valid, self.spec.graph)
         for t, (points, index) in enumerate(zip(frames, indices)):
             where = "a frame" if index is None else f"frame {index}"
-            positions, visible = self._usable(points)
-            self._graph(points, positions, visible, where)
+            positions, visible = usable[t]
+            self._graph(points, positions, visible, where, knn_cpu if searched is None else searched[t])
             self._check_budget(points, positions, visible, where)
             motion = self._motion(points, positions, visible)
             columns = len(visible)
-            path[t, :columns], valid[t, :columns] = positions, visible
             if points.opacity is not None:
                 opacity[t, :columns] = points.opacity
             if points.sizes is not None:
