@@ -311,13 +311,12 @@ def knn_searched_ahead(path, valid, params: GraphParams, knn=knn_cpu) -> list | 
         return None
     xp = array_module(path)
     idx, dist = knn.frames(path, knn_query_count(params, params.hysteresis > 0), valid)
+    local = xp.cumsum(valid, axis=1, dtype=xp.int64) - 1  # a valid column's place among its frame's valid points
     plugs = []
     for t in range(valid.shape[0]):
         ids = xp.nonzero(valid[t])[0]
-        local = xp.full(valid.shape[1], -1, xp.int64)
-        local[ids] = xp.arange(ids.size, dtype=xp.int64)
         width = neighbour_count(idx.shape[2], int(ids.size))
-        plugs.append(_answered(local[idx[t, ids, :width]], dist[t, ids, :width]))
+        plugs.append(_answered(local[t][idx[t, ids, :width]], dist[t, ids, :width]))
     return plugs
 
 
