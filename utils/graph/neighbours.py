@@ -207,10 +207,12 @@ def _knn_sets(point_sets: list, k: int) -> list:
     for run in _runs(searched, [len(point_sets[s]) for s in searched]):
         sets = [point_sets[s] for s in run]
         placed = _side_by_side(sets)
-        together = [(run, sets, placed)] if placed is not None else [([s], [pts], pts) for s, pts in zip(run, sets)]
-        for places, members, members_placed in together:
-            for s, found in zip(places, _knn_placed(members, members_placed, k)):
-                results[s] = found
+        if placed is None:  # a shift would round a coordinate: a tree for each set
+            found = [answer for pts in sets for answer in _knn_placed([pts], pts, k)]
+        else:
+            found = _knn_placed(sets, placed, k)
+        for s, answer in zip(run, found):
+            results[s] = answer
     return results
 
 
@@ -266,10 +268,11 @@ def _knn_placed(sets: list, placed, k: int) -> list:
     if tied.size:
         rows, cols = _ball_candidates(tree, placed, tied, reach[tied] * (1.0 + 1e-9) + 1e-9)
         idx[tied], dist[tied] = _select_nearest(pts, rows, cols, wanted)
-    starts = np.cumsum(sizes) - sizes
-    return [(idx[start:start + size, :neighbour_count(k, int(size))] - start,
-             dist[start:start + size, :neighbour_count(k, int(size))].astype(np.float32))
-            for start, size in zip(starts, sizes)]
+    answers = []
+    for start, size in zip(np.cumsum(sizes) - sizes, sizes):
+        rows, width = slice(start, start + size), neighbour_count(k, int(size))
+        answers.append((idx[rows, :width] - start, dist[rows, :width].astype(np.float32)))
+    return answers
 
 
 def knn_cpu_frames(points, k: int, valid):
@@ -287,7 +290,7 @@ def knn_cpu_frames(points, k: int, valid):
     xp = array_module(points)
     pts, mask = to_numpy(points), to_numpy(valid)
     frames, n = mask.shape
-    width = max(min(int(k), n - 1), 0)
+    width = neighbour_count(k, n)
     idx = np.full((frames, n, width), -1, np.int64)
     dist = np.full((frames, n, width), np.inf, np.float32)
     ids = [np.flatnonzero(mask[t]) for t in range(frames)]
