@@ -197,9 +197,9 @@ calls' overhead is small and larger arrays only cost cache."""
 
 def _knn_sets(point_sets: list, k: int) -> list:
     """:func:`knn_cpu` (host arrays) of each float64 ``[N_i, 2]`` set of ``point_sets``, searched together in one
-    k-d tree where the sets can be placed side by side exactly (:func:`_side_by_side`), else one by one. A
-    frame's hundred points cost NumPy mostly its calls' own overhead (and, on a thread, taking Python's lock
-    back after each), so a group of frames is searched together."""
+    k-d tree where the sets can be placed side by side exactly (:func:`_side_by_side`), else one by one. The
+    work is the same as set by set, in fewer calls: on a thread each of them gives up Python's lock and waits
+    to take it back behind the other threads."""
     results = [(np.zeros((len(pts), 0), np.int64), np.zeros((len(pts), 0), np.float32)) for pts in point_sets]
     searched = [s for s, pts in enumerate(point_sets) if len(pts) >= 2]
     if not searched or k < 1:
