@@ -464,7 +464,7 @@ class HostGpu:
     def calls(self):
         return len(self.uploads)
 
-    def upload_batch(self, display_lists):
+    def upload_batch(self, display_lists, host_vertices=None):
         self.uploads.append(len(display_lists))
         if self.fail:
             raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
@@ -619,9 +619,11 @@ def test_planes_on_the_gpu_are_drawn_there_like_host_planes(cpu_renderer, gpu_re
 
 @pytest.mark.gpu
 def test_frames_binned_at_once_are_drawn_as_frames_binned_one_at_a_time(gpu_renderer):
-    """A scene of several frames is binned once and each frame drawn from its own tiles: bit for bit the
-    frames drawn one at a time, each with its own overlay (5 frames, 40 moving points, host planes: packed
-    in one buffer, as decoded, against three arrays)."""
+    """A scene of several frames is binned once and its frames composited by one launch (host planes: packed
+    in one buffer, as decoded, or three arrays) or one by one from their own tiles (planes on the GPU): bit
+    for bit the frames drawn one at a time, each with its own overlay (5 frames, 40 moving points)."""
+    import cupy
+
     tracks = random_tracks(5, 40, 322, 194, seed=12)
     builder, points = stream.OverlayBuilder(SPEC), TrackPoints(tracks)
     display_lists = [builder(points(t, None), t) for t in range(5)]
@@ -633,16 +635,41 @@ def test_frames_binned_at_once_are_drawn_as_frames_binned_one_at_a_time(gpu_rend
     for picture, frame in zip(together, planes):
         for plane, values in zip((picture.y, picture.u, picture.v), frame):
             plane[...] = values
-    alone = [YuvPlanes(*(plane.copy() for plane in frame)) for frame in planes]
+    apart, alone = ([YuvPlanes(*(plane.copy() for plane in frame)) for frame in planes] for _ in range(2))
+    on_device = [YuvPlanes(*(cupy.asarray(plane) for plane in frame)) for frame in planes]
     assert together[0].packed() is not None and alone[0].packed() is None  # one copy each way, and three
-    scene = gpu_renderer.upload_batch(display_lists)
-    assert list(gpu_renderer.draw_planes_each(scene, together)) == [0, 1, 2, 3, 4]
+    for group in (together, apart, on_device):
+        assert list(gpu_renderer.draw_planes_each(gpu_renderer.upload_batch(display_lists), group)) == \
+            [0, 1, 2, 3, 4]
     for t, picture in enumerate(alone):
         gpu_renderer.draw_planes(gpu_renderer.upload(display_lists[t]), picture)
     for t in range(5):
-        for given, want, before in zip(*((p.y, p.u, p.v) for p in (together[t], alone[t])), planes[t]):
-            np.testing.assert_array_equal(given, want)
-            assert (given != before).any()
+        for group in (together, apart, on_device):
+            for given, want, before in zip(*((p.y, p.u, p.v) for p in (group[t], alone[t])), planes[t]):
+                given = cupy.asnumpy(given)
+                np.testing.assert_array_equal(given, want)
+                assert (given != before).any()
+
+
+@pytest.mark.gpu
+def test_frames_of_different_colour_tags_are_each_drawn_in_their_own_yuv(gpu_renderer):
+    """A group whose frames carry different colour matrices or ranges is not composited by one launch (which
+    takes one matrix): each frame comes out as when drawn alone."""
+    tracks = random_tracks(2, 30, 160, 96, seed=14)
+    builder, points = stream.OverlayBuilder(SPEC), TrackPoints(tracks)
+    display_lists = [builder(points(t, None), t) for t in range(2)]
+    rng = np.random.default_rng(15)
+    planes = [[rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((96, 160), (48, 80), (48, 80))]
+              for _ in range(2)]
+    tags = [(1, False), (6, True)]
+    group, alone = ([YuvPlanes(*(plane.copy() for plane in frame), colorspace=colorspace, full_range=full_range)
+                     for frame, (colorspace, full_range) in zip(planes, tags)] for _ in range(2))
+    assert list(gpu_renderer.draw_planes_each(gpu_renderer.upload_batch(display_lists), group)) == [0, 1]
+    for t, picture in enumerate(alone):
+        gpu_renderer.draw_planes(gpu_renderer.upload(display_lists[t]), picture)
+    for given, want in zip(group, alone):
+        for ours, theirs in zip((given.y, given.u, given.v), (want.y, want.u, want.v)):
+            np.testing.assert_array_equal(ours, theirs)
 
 
 @pytest.mark.gpu

@@ -73,6 +73,11 @@ HOST_BUILD_VERTICES = 8192
 """Scenes of at most this many polyline vertices (plus layers) are built on the host (see DeviceScene.build).
 Measured on an H100 (build + upload, ms, host / GPU): 5 300 vertices (100 linked points) 2.0 / 2.6;
 30 000 (1 000 points) 8.5 / 2.8; 84 000 (16 frames of 100 points) 17.7 / 2.8."""
+VIDEO_HOST_BUILD_VERTICES = 32768
+"""The same limit for a video's scenes, built while its decoding, building and encoding threads take turns at
+Python's lock: the host's few NumPy calls on a whole scene give the lock up less often than CuPy's many
+launches. A 1080p render with a 100-point track file (8 frames, 25 700 vertices a scene) ran 4-11% faster
+with its scenes built on the host (H100, 3-4 rounds on each of two machines), for about the same CPU time."""
 
 
 def _kernel_names():
@@ -214,20 +219,21 @@ class DeviceScene:
         return len(self.frame_prims) - 1
 
     @classmethod
-    def build(cls, layers: HostLayers, atlas=None, on_host: bool | None = None) -> "DeviceScene":
+    def build(cls, layers: HostLayers, atlas=None, on_host: bool | None = None,
+              host_vertices: int = HOST_BUILD_VERTICES) -> "DeviceScene":
         """Build the segment and primitive tables of ``layers`` and put them on the GPU.
 
         Small scenes (one video frame's) are built with NumPy and uploaded in
         one transfer: CuPy's launches would cost more than the work. Large
         ones (batches) are uploaded first and built there. ``on_host`` forces
-        either (default: :data:`HOST_BUILD_VERTICES` decides); both run the
-        same code. ``atlas(GlyphAtlas)`` gives an atlas's coverage on the GPU
-        (default: a new copy).
+        either (default: at most ``host_vertices`` vertices and layers on the
+        host); both run the same code. ``atlas(GlyphAtlas)`` gives an atlas's
+        coverage on the GPU (default: a new copy).
         """
         import cupy
 
         if on_host is None:
-            on_host = len(layers.vertices) + len(layers.runs) <= HOST_BUILD_VERTICES
+            on_host = len(layers.vertices) + len(layers.runs) <= host_vertices
         xp = np if on_host else cupy
         move = (lambda arrays: arrays) if on_host else _upload
         frame, kind, first, count = layers.runs.T
@@ -358,10 +364,11 @@ class GpuRenderer(Renderer):
         """One display list's scene on the GPU."""
         return self.upload_batch([display_list])
 
-    def upload_batch(self, display_lists: list) -> DeviceScene:
-        """The scene of several frames' display lists (frame ``f`` draws ``display_lists[f]``)."""
+    def upload_batch(self, display_lists: list, host_vertices: int = HOST_BUILD_VERTICES) -> DeviceScene:
+        """The scene of several frames' display lists (frame ``f`` draws ``display_lists[f]``), built on the host
+        up to ``host_vertices`` vertices (:meth:`DeviceScene.build`)."""
         with self._on_stream():
-            return DeviceScene.build(HostLayers.gather(display_lists), self._atlas)
+            return DeviceScene.build(HostLayers.gather(display_lists), self._atlas, host_vertices=host_vertices)
 
     def _atlas(self, atlas: GlyphAtlas):
         """``atlas`` on the GPU: uploaded once, kept for the next scenes (the latest few atlases)."""
@@ -545,23 +552,33 @@ class GpuRenderer(Renderer):
 
     def draw_planes_each(self, scene: DeviceScene, planes: list, glow: Glow | None = None) -> Iterator[int]:
         """:meth:`draw_planes` of scene frame ``i`` over ``planes[i]``, for each; yields ``i`` once that frame is
-        written back. Frames of one size drawn without glow are binned at once: one sort and one wait for
-        them all, not one each."""
-        sizes = {(picture.height, picture.width) for picture in planes}
+        written back. Frames of one size and colour tags drawn without glow are binned at once (one sort for
+        them all); on the host they also cross the bus together and are composited by one launch, with one
+        wait for them all."""
+        tags = {(picture.height, picture.width, picture.colorspace, picture.full_range) for picture in planes}
         bins = None
-        if len(planes) > 1 and len(sizes) == 1 and not glows(glow):
-            bins = self.bin(scene, *sizes.pop(), range(len(planes)))
+        if len(planes) > 1 and len(tags) == 1 and not glows(glow):
+            bins = self.bin(scene, planes[0].height, planes[0].width, range(len(planes)))
+            if all(isinstance(picture.y, np.ndarray) for picture in planes):
+                self._draw_planes(scene, planes, None, 0, bins)
+                yield from range(len(planes))
+                return
         for frame, picture in enumerate(planes):
-            self.draw_planes(scene, picture, glow, frame, bins)
+            self._draw_planes(scene, [picture], glow, frame, bins)
             yield frame
 
-    def draw_planes(self, scene: DeviceScene, planes, glow: Glow | None = None, frame: int = 0,
-                    bins: TileBins | None = None) -> None:
+    def draw_planes(self, scene: DeviceScene, planes, glow: Glow | None = None, frame: int = 0) -> None:
         """Composite the scene's frame ``frame`` (over its ``glow``) over 8-bit 4:2:0 ``planes`` (a
         :class:`~..video.yuv.YuvPlanes`) in place, in their own YUV. Host planes cross the bus once each
-        way; GPU planes stay there. Without glow one tile kernel does it (from ``bins``, the scene's frames
-        binned from its first, where given); with glow the glowing layer is made planar and composited by
-        :mod:`..video.yuv`'s own steps, on CuPy."""
+        way; GPU planes stay there. Without glow one tile kernel does it; with glow the glowing layer is made
+        planar and composited by :mod:`..video.yuv`'s own steps, on CuPy."""
+        self._draw_planes(scene, [planes], glow, frame, None)
+
+    def _draw_planes(self, scene: DeviceScene, planes: list, glow: Glow | None, frame: int,
+                     bins: TileBins | None) -> None:
+        """:meth:`draw_planes` of scene frames ``frame``, ``frame + 1``, ... over ``planes`` (several: host planes
+        of one size and colour tags, without glow, binned in ``bins`` from scene frame 0), staged one after
+        another in one device buffer and composited by one launch; one wait at the end."""
         import cupy
 
         from ..video.yuv import (
@@ -571,36 +588,38 @@ class GpuRenderer(Renderer):
             planar_layer,
         )
 
-        on_host = isinstance(planes.y, np.ndarray)
+        first = planes[0]
         with self._on_stream() as stream:
-            if on_host:
-                staging = self._buffer("planes", planes.y.size * 3 // 2, cupy.uint8)
-                targets = YuvPlanes(*packed_planes(staging, [plane.shape for plane in (planes.y, planes.u, planes.v)]),
-                                    colorspace=planes.colorspace, full_range=planes.full_range)
-                packed = planes.packed()  # one copy each way where the planes are packed as the staging is
-                pairs = [(staging, packed)] if packed is not None else \
-                    list(zip((targets.y, targets.u, targets.v), (planes.y, planes.u, planes.v)))
+            if isinstance(first.y, np.ndarray):
+                size = first.y.size * 3 // 2
+                staging = self._buffer("planes", size * len(planes), cupy.uint8)
+                targets, pairs = [], []
+                for at, picture in enumerate(planes):
+                    flat = staging[at * size:(at + 1) * size]
+                    views = packed_planes(flat, [plane.shape for plane in (picture.y, picture.u, picture.v)])
+                    targets.append(YuvPlanes(*views, colorspace=picture.colorspace, full_range=picture.full_range))
+                    packed = picture.packed()  # one copy each way where the planes are packed as the staging is
+                    pairs += [(flat, packed)] if packed is not None else \
+                        list(zip(views, (picture.y, picture.u, picture.v)))
                 for target, plane in pairs:
                     target.set(plane, stream)
             else:
-                targets = planes
+                size, targets, pairs = 0, planes, []
             if glows(glow):
-                pixels, rgba = self.glow_layer_device(scene, planes.height, planes.width, glow, frame)
-                composite_planes(targets, planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], targets))
+                pixels, rgba = self.glow_layer_device(scene, first.height, first.width, glow, frame)
+                composite_planes(targets[0], planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], targets[0]))
             else:
-                coefficients = self._yuv_coefficients(planes.colorspace, planes.full_range)
-                binned = frame  # the frame's place among the binned frames
                 if bins is None:
-                    bins, binned = self.bin(scene, planes.height, planes.width, range(frame, frame + 1)), 0
-                tiles = slice(binned * bins.frame_tiles, (binned + 1) * bins.frame_tiles)
+                    bins, frame = self.bin(scene, first.height, first.width, range(frame, frame + 1)), 0
+                tiles = slice(frame * bins.frame_tiles, (frame + len(targets)) * bins.frame_tiles)
                 _kernel(f"composite_yuv420_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
-                    (bins.frame_tiles,), (TILE, TILE), (
+                    (bins.frame_tiles, len(targets)), (TILE, TILE), (
                         scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start[tiles],
-                        bins.tile_end[tiles], np.int32(bins.tiles_x), coefficients, targets.y, targets.u,
-                        targets.v, np.int32(planes.width), np.int32(planes.height)))
-            if on_host:
-                for target, plane in pairs:
-                    target.get(stream, out=plane)
+                        bins.tile_end[tiles], np.int32(bins.tiles_x),
+                        self._yuv_coefficients(first.colorspace, first.full_range), targets[0].y, targets[0].u,
+                        targets[0].v, np.int64(size), np.int32(first.width), np.int32(first.height)))
+            for target, plane in pairs:
+                target.get(stream, out=plane)
             stream.synchronize()
 
     def _yuv_coefficients(self, colorspace: int, full_range: bool):

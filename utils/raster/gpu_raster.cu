@@ -374,8 +374,9 @@ __global__ void layer_tiles(const Scene* scene, int prim_begin, const Key* keys,
 // The layer composited over 8-bit 4:2:0 Y, U, V planes in place (video/yuv.py has the maths):
 // luma per pixel, chroma per 2x2 block from the mean of its four pixels' terms. yuv holds the
 // colour matrix M row by row and then the offsets o: (Y, U, V) = M rgb + o. One block per tile
-// of the first binned frame; a tile (16 x 16, even) holds whole blocks, so the four pixels of
-// a block meet in shared memory. Width and height are even.
+// (grid: frame_tiles x frames) of the binned frames from the first; frame f's planes lie
+// f * frame_stride bytes after the given ones. A tile (16 x 16, even) holds whole blocks, so the
+// four pixels of a block meet in shared memory. Width and height are even.
 __device__ __forceinline__ unsigned char to_level(float v) {
     return (unsigned char)fminf(fmaxf(floorf(v + 0.5f), 0.0f), 255.0f);
 }
@@ -384,12 +385,17 @@ template <typename Key>
 __global__ void composite_yuv420_tiles(const Scene* scene, int prim_begin, const Key* keys, Key prim_mask,
                                        const int* tile_start, const int* tile_end, int tiles_x,
                                        const float* yuv, unsigned char* y_plane, unsigned char* u_plane,
-                                       unsigned char* v_plane, int width, int height) {
+                                       unsigned char* v_plane, long long frame_stride, int width, int height) {
     __shared__ int shared_prims[TILE * TILE];
     __shared__ float3 chroma[TILE * TILE];  // (alpha, U term, V term) of each pixel
     const Scene s = *scene;
-    int first = tile_start[blockIdx.x], count = tile_end[blockIdx.x] - first;
+    long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    int first = tile_start[tile], count = tile_end[tile] - first;
     if (count == 0) return;  // the whole block: nothing drawn here
+    long long frame_offset = (long long)blockIdx.y * frame_stride;
+    y_plane += frame_offset;
+    u_plane += frame_offset;
+    v_plane += frame_offset;
     int x = (blockIdx.x % tiles_x) * TILE + threadIdx.x, y = (blockIdx.x / tiles_x) * TILE + threadIdx.y;
     float4 c = shade_pixel(s, keys, prim_mask, prim_begin, first, count, x + 0.5f, y + 0.5f, shared_prims);
     int lane = threadIdx.y * TILE + threadIdx.x;

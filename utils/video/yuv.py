@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.arrays import array_module
+from ..raster.gpu import VIDEO_HOST_BUILD_VERTICES
 
 PLANAR_FORMATS = ("yuv420p", "yuvj420p")
 """Decoded pixel formats composited as they are (anything else is drawn in RGB)."""
@@ -204,7 +205,7 @@ def _drawn_in_place(renderer, display_lists: list, planes: list, glow) -> int:
     done = [0]
 
     def draw(gpu):
-        scene = gpu.upload_batch(display_lists[done[0]:])
+        scene = gpu.upload_batch(display_lists[done[0]:], VIDEO_HOST_BUILD_VERTICES)
         for _ in gpu.draw_planes_each(scene, planes[done[0]:], glow):
             done[0] += 1
 
