@@ -30,6 +30,7 @@ from trackoverlay.utils.video.yuv import (
     composite_planes,
     overlay_planes,
     planar_layer,
+    plane_shapes,
     planes_from_frame,
     yuv_coefficients,
 )
@@ -617,6 +618,16 @@ def test_planes_on_the_gpu_are_drawn_there_like_host_planes(cpu_renderer, gpu_re
         assert np.abs(ours.astype(int) - theirs.get()).max() <= 2
 
 
+def frames_to_draw(frames: int, points: int, width: int, height: int, seed: int) -> tuple:
+    """The display lists of ``frames`` frames of ``points`` moving points, and random Y, U, V planes (arrays) for
+    each frame to draw them over."""
+    builder, source = stream.OverlayBuilder(SPEC), TrackPoints(random_tracks(frames, points, width, height, seed=seed))
+    rng = np.random.default_rng(seed + 1)
+    return ([builder(source(t, None), t) for t in range(frames)],
+            [[rng.integers(0, 256, shape, dtype=np.uint8) for shape in plane_shapes(height, width)]
+             for _ in range(frames)])
+
+
 @pytest.mark.gpu
 def test_frames_binned_at_once_are_drawn_as_frames_binned_one_at_a_time(gpu_renderer):
     """A scene of several frames is binned once and its frames composited by one launch (host planes: packed
@@ -624,12 +635,7 @@ def test_frames_binned_at_once_are_drawn_as_frames_binned_one_at_a_time(gpu_rend
     for bit the frames drawn one at a time, each with its own overlay (5 frames, 40 moving points)."""
     import cupy
 
-    tracks = random_tracks(5, 40, 322, 194, seed=12)
-    builder, points = stream.OverlayBuilder(SPEC), TrackPoints(tracks)
-    display_lists = [builder(points(t, None), t) for t in range(5)]
-    rng = np.random.default_rng(13)
-    planes = [[rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((194, 322), (97, 161), (97, 161))]
-              for _ in range(5)]
+    display_lists, planes = frames_to_draw(5, 40, 322, 194, seed=12)
     buffers = PlaneBuffers()
     together = [YuvPlanes(*buffers.take([plane.shape for plane in frame])) for frame in planes]  # as decoded
     for picture, frame in zip(together, planes):
@@ -655,12 +661,7 @@ def test_frames_binned_at_once_are_drawn_as_frames_binned_one_at_a_time(gpu_rend
 def test_frames_of_different_colour_tags_are_each_drawn_in_their_own_yuv(gpu_renderer):
     """A group whose frames carry different colour matrices or ranges is not composited by one launch (which
     takes one matrix): each frame comes out as when drawn alone."""
-    tracks = random_tracks(2, 30, 160, 96, seed=14)
-    builder, points = stream.OverlayBuilder(SPEC), TrackPoints(tracks)
-    display_lists = [builder(points(t, None), t) for t in range(2)]
-    rng = np.random.default_rng(15)
-    planes = [[rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((96, 160), (48, 80), (48, 80))]
-              for _ in range(2)]
+    display_lists, planes = frames_to_draw(2, 30, 160, 96, seed=14)
     tags = [(1, False), (6, True)]
     group, alone = ([YuvPlanes(*(plane.copy() for plane in frame), colorspace=colorspace, full_range=full_range)
                      for frame, (colorspace, full_range) in zip(planes, tags)] for _ in range(2))
