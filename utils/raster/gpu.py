@@ -76,7 +76,7 @@ Measured on an H100 (build + upload, ms, host / GPU): 5 300 vertices (100 linked
 VIDEO_HOST_BUILD_VERTICES = 32768
 """The same limit for a video's scenes, built while its decoding, building and encoding threads take turns at
 Python's lock: the host's few NumPy calls on a whole scene give the lock up less often than CuPy's many
-launches. A 1080p render with a 100-point track file (8 frames, 25 700 vertices a scene) ran 4-11% faster
+launches. A 1080p render with a 100-point track file (8 frames, 25 700 vertices a scene) ran 4-12% faster
 with its scenes built on the host (H100, 3-4 rounds on each of two machines), for about the same CPU time."""
 
 
