@@ -73,11 +73,12 @@ HOST_BUILD_VERTICES = 8192
 """Scenes of at most this many polyline vertices (plus layers) are built on the host (see DeviceScene.build).
 Measured on an H100 (build + upload, ms, host / GPU): 5 300 vertices (100 linked points) 2.0 / 2.6;
 30 000 (1 000 points) 8.5 / 2.8; 84 000 (16 frames of 100 points) 17.7 / 2.8."""
-VIDEO_HOST_BUILD_VERTICES = 32768
+VIDEO_HOST_BUILD_VERTICES = 65536
 """The same limit for a video's scenes, built while its decoding, building and encoding threads take turns at
 Python's lock: the host's few NumPy calls on a whole scene give the lock up less often than CuPy's many
-launches. A 1080p render with a 100-point track file (8 frames, 25 700 vertices a scene) ran 4-12% faster
-with its scenes built on the host (H100, 3-4 rounds on each of two machines), for about the same CPU time."""
+launches. A 1080p render with a track file (H100, 3-4 rounds a run), time a frame against the plain transcode,
+built on the GPU / on the host: 100 points (8 frames, 25 700 vertices a scene) 1.44 / 1.32 (4-12% faster in
+runs on two machines), 200 points (43 000) 1.54 / 1.47, 300 points (58 000) 1.68 / 1.65, level there."""
 
 
 def _kernel_names():
