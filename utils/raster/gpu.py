@@ -587,6 +587,7 @@ class GpuRenderer(Renderer):
             composite_planes,
             packed_planes,
             planar_layer,
+            plane_shapes,
         )
 
         first = planes[0]
@@ -597,7 +598,7 @@ class GpuRenderer(Renderer):
                 targets, pairs = [], []
                 for at, picture in enumerate(planes):
                     flat = staging[at * size:(at + 1) * size]
-                    views = packed_planes(flat, [plane.shape for plane in (picture.y, picture.u, picture.v)])
+                    views = packed_planes(flat, plane_shapes(picture.height, picture.width))
                     targets.append(YuvPlanes(*views, colorspace=picture.colorspace, full_range=picture.full_range))
                     packed = picture.packed()  # one copy each way where the planes are packed as the staging is
                     pairs += [(flat, packed)] if packed is not None else \
