@@ -611,9 +611,10 @@ class GpuRenderer(Renderer):
                 pixels, rgba = self.glow_layer_device(scene, first.height, first.width, glow, frame)
                 composite_planes(targets[0], planar_layer(pixels, rgba[:, :3].T, rgba[:, 3], targets[0]))
             else:
+                binned = frame  # the first frame's place among the binned frames
                 if bins is None:
-                    bins, frame = self.bin(scene, first.height, first.width, range(frame, frame + 1)), 0
-                tiles = slice(frame * bins.frame_tiles, (frame + len(targets)) * bins.frame_tiles)
+                    bins, binned = self.bin(scene, first.height, first.width, range(frame, frame + 1)), 0
+                tiles = slice(binned * bins.frame_tiles, (binned + len(targets)) * bins.frame_tiles)
                 _kernel(f"composite_yuv420_tiles<{_KEY_TYPES[bins.keys.dtype]}>")(
                     (bins.frame_tiles, len(targets)), (TILE, TILE), (
                         scene.table, np.int32(bins.prim_begin), bins.keys, bins.prim_mask, bins.tile_start[tiles],
