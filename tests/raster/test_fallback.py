@@ -8,6 +8,7 @@ from scenes import SCENES
 from trackoverlay.utils.raster import backend
 from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.raster.fallback import FallbackRenderer
+from trackoverlay.utils.raster.renderer import FramesHalfWritten
 
 
 class OutOfMemoryError(Exception):
@@ -75,6 +76,19 @@ def test_repeated_out_of_memory_falls_back_to_cpu(cpu_renderer, scene, monkeypat
         out = renderer.render(frame, display_list)
     np.testing.assert_array_equal(out, cpu_renderer.render(frame, display_list))
     assert renderer.name == "cpu" and "second" in caplog.text
+
+
+def test_a_failure_while_drawn_frames_are_written_back_is_raised_not_redrawn(cpu_renderer, scene, caplog):
+    """Frames the GPU was writing back over in place may be half drawn: drawing them again on the CPU would
+    draw their overlay twice, so the error reaches the caller and no CPU renderer takes over."""
+    frame, display_list = scene
+    gpu = FailingGpu(cpu_renderer, FramesHalfWritten("the GPU failed while copying drawn frames back"))
+    made = []
+    renderer = FallbackRenderer(gpu, lambda: made.append(CpuRenderer()))
+    with caplog.at_level(logging.WARNING, logger="trackoverlay"), pytest.raises(FramesHalfWritten, match="copying"):
+        renderer.render(frame, display_list)
+    assert not made and renderer.name == "gpu" and gpu.calls == 1
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def test_cupy_import_error_selects_the_cpu_with_the_reason(monkeypatch):

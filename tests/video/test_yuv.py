@@ -12,6 +12,7 @@ from trackoverlay.utils.graph.neighbours import GraphParams
 from trackoverlay.utils.raster.cpu import CpuRenderer
 from trackoverlay.utils.raster.fallback import FallbackRenderer
 from trackoverlay.utils.raster.glow import Glow
+from trackoverlay.utils.raster.renderer import FramesHalfWritten
 from trackoverlay.utils.tracks.contract import Tracks
 from trackoverlay.utils.tracks.detect import TrackDetector
 from trackoverlay.utils.video import io as video_io
@@ -600,6 +601,57 @@ def test_gpu_renderer_yuv_video_equals_the_cpu_renderers(tmp_path, cpu_renderer,
     for cpu_planes, gpu_planes in zip(*results):
         for cpu_plane, gpu_plane in zip(cpu_planes, gpu_planes):
             assert np.abs(cpu_plane - gpu_plane).max() <= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fails", ["in the composite", "in the copy back"])
+def test_a_gpu_failure_in_a_group_falls_back_until_its_frames_are_written_back(tmp_path, cpu_renderer, monkeypatch,
+                                                                              fails, caplog):
+    """The GPU fails on a group of 4 host frames. Found in the wait after its composite, the host planes are
+    as decoded and the CPU draws the video (the CPU's, bit for bit); found while they are copied back, they
+    may be half drawn, so the render stops with the reason and leaves no file (a redraw would draw twice)."""
+    import cupy
+    from trackoverlay.utils.raster import gpu as gpu_module
+
+    class FailingStream(cupy.cuda.Stream):
+        passes = None  # waits let through after the composite's launch before one fails
+
+        def synchronize(self):
+            if self.passes == 0:
+                self.passes = None
+                raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+            if self.passes is not None:
+                self.passes -= 1
+            super().synchronize()
+
+    renderer = gpu_module.GpuRenderer(workers=2)
+    renderer._stream = failing = FailingStream()
+    kernel = gpu_module._kernel
+
+    def failing_kernel(name):
+        function = kernel(name)
+        if not name.startswith("composite_yuv420_tiles"):
+            return function
+
+        def launch(*args):
+            function(*args)
+            failing.passes = 0 if fails == "in the composite" else 1
+
+        return launch
+
+    monkeypatch.setattr(gpu_module, "_kernel", failing_kernel)
+    if fails == "in the composite":
+        with caplog.at_level(logging.WARNING, logger="trackoverlay"):
+            assert_the_fallback_draws_the_cpus_video(tmp_path, renderer, cpu_renderer)
+        assert "illegal memory access" in caplog.text and "continuing on the CPU" in caplog.text
+        return
+    clip = smooth_clip(tmp_path / "clip.mp4", frames=4)
+    output = tmp_path / "out.mp4"
+    with pytest.raises(FramesHalfWritten, match="copying drawn frames back.*illegal memory access"):
+        render_video(FrameSource.from_video(clip), TrackPoints(random_tracks(4, 12, 160, 96, seed=3)), SPEC,
+                     FallbackRenderer(renderer, CpuRenderer), output, crf=0, preset="ultrafast")
+    assert not output.exists() and list(tmp_path.iterdir()) == [clip]
+    renderer.close()
 
 
 @pytest.mark.gpu

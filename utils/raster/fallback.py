@@ -2,12 +2,15 @@
 
 GPU out-of-memory first frees CuPy's memory pool and retries once; any other
 GPU failure (or a second out-of-memory) logs one warning with the reason and
-continues on the CPU renderer, which draws the same picture.
+continues on the CPU renderer, which draws the same picture. A failure after
+frames drawn in place began to be written back (:class:`~.renderer.FramesHalfWritten`)
+is raised instead: drawing them again would draw their overlay twice.
 """
 
 from __future__ import annotations
 
 from ..core.log import LOGGER
+from .renderer import FramesHalfWritten
 
 
 def _is_out_of_memory(error: Exception) -> bool:
@@ -42,6 +45,8 @@ class FallbackRenderer:
             return False, None
         try:
             return True, function(self._gpu)
+        except FramesHalfWritten:
+            raise
         except Exception as error:  # CuPy/CUDA errors have no common base class
             if _is_out_of_memory(error):
                 _free_gpu_pool()

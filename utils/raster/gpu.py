@@ -35,7 +35,7 @@ from ..core.log import LOGGER
 from ..draw.display_list import DisplayList, GlyphAtlas, Glyphs, Polylines
 from .glow import Glow, gaussian_weights, glows
 from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
-from .renderer import Renderer
+from .renderer import FramesHalfWritten, Renderer
 from .segments import build_segment_table
 
 TILE = 16
@@ -621,9 +621,15 @@ class GpuRenderer(Renderer):
                         bins.tile_end[tiles], np.int32(bins.tiles_x),
                         self._yuv_coefficients(first.colorspace, first.full_range), targets[0].y, targets[0].u,
                         targets[0].v, np.int64(size), np.int32(first.width), np.int32(first.height)))
-            for target, plane in pairs:
-                target.get(stream, out=plane)
-            stream.synchronize()
+            stream.synchronize()  # a failure up to here leaves host planes as they were, for a fallback to draw
+            try:
+                for target, plane in pairs:
+                    target.get(stream, out=plane)
+                stream.synchronize()
+            except Exception as error:  # CuPy/CUDA errors have no common base class
+                raise FramesHalfWritten(f"the GPU failed while copying drawn frames back ({type(error).__name__}: "
+                                        f"{error}); they may be half drawn, so the render stops; run it again, "
+                                        f"or with the CPU backend") from error
 
     def _yuv_coefficients(self, colorspace: int, full_range: bool):
         """The RGB -> YUV matrix and offset of planes so tagged (float32 [12] on the GPU), uploaded once."""

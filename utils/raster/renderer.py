@@ -16,6 +16,11 @@ from .glow import Glow
 from .layer import SparseLayer, check_frame, layer_to_rgba, output_buffer
 
 
+class FramesHalfWritten(RuntimeError):
+    """A GPU failure while drawn frames were being copied back over the caller's host frames in place: they may
+    be half drawn, so no renderer may draw them again (a fallback would draw their overlay twice)."""
+
+
 class Renderer:
     """Base of the CPU and GPU renderers (``render``/``rasterize``/``render_layer`` API).
 
