@@ -206,11 +206,13 @@ def _knn_sets(point_sets: list, k: int) -> list:
         return results
     for run in _runs(searched, [len(point_sets[s]) for s in searched]):
         sets = [point_sets[s] for s in run]
-        placed = _side_by_side(sets)
+        pts = np.concatenate(sets) if len(sets) > 1 else sets[0]
+        sizes = np.array([len(points) for points in sets], np.int64)
+        placed = _side_by_side(pts, sizes)
         if placed is None:  # a shift would round a coordinate: a tree for each set
-            found = [answer for pts in sets for answer in _knn_placed([pts], pts, k)]
+            found = [_knn_placed(points, sizes[i:i + 1], points, k)[0] for i, points in enumerate(sets)]
         else:
-            found = _knn_placed(sets, placed, k)
+            found = _knn_placed(pts, sizes, placed, k)
         for s, answer in zip(run, found):
             results[s] = answer
     return results
@@ -229,36 +231,35 @@ def _runs(items: list, sizes: list) -> list:
     return runs
 
 
-def _side_by_side(sets: list):
-    """The points of ``sets`` (float64 ``[N_i, 2]``) one after another, each set moved along x so that any two
-    of its points are nearer than any point of another set; None where a move would round a coordinate (a
-    set's distances there would then not be its own, bit for bit)."""
-    if len(sets) == 1:
-        return sets[0]
-    pts = np.concatenate(sets)
-    diagonal = max(float(np.hypot(*np.ptp(points, axis=0))) for points in sets)
+def _side_by_side(pts, sizes):
+    """``pts`` (float64 ``[N, 2]``, sets of ``sizes`` points one after another), each set moved along x so that
+    any two of its points are nearer than any point of another set; None where a move would round a coordinate
+    (a set's distances there would then not be its own, bit for bit)."""
+    if len(sizes) == 1:
+        return pts
+    starts = np.cumsum(sizes) - sizes
+    diagonal = float(np.hypot(*(np.maximum.reduceat(pts, starts) - np.minimum.reduceat(pts, starts)).T).max())
     across = float(np.ptp(pts[:, 0])) + 2.0 * diagonal + 1.0  # a gap of two diagonals between sets
     step = 2.0 ** np.ceil(np.log2(max(across, 2.0 * float(np.abs(pts[:, 0]).max()) + 1.0)))
-    shift = np.repeat(np.arange(len(sets)) * step, [len(points) for points in sets])
+    shift = np.repeat(np.arange(len(sizes)) * step, sizes)
     placed = pts.copy()
     placed[:, 0] += shift
     # with |x| <= step / 2 taking the shift back is exact, so it gives x back only where adding it was exact
     return placed if np.array_equal(placed[:, 0] - shift, pts[:, 0]) else None
 
 
-def _knn_placed(sets: list, placed, k: int) -> list:
-    """:func:`knn_cpu` of each of ``sets`` (at least 2 points each), searched in one tree over ``placed``
-    (their points as :func:`_side_by_side` gives them)."""
-    sizes = np.array([len(points) for points in sets], np.int64)
-    pts = np.concatenate(sets) if len(sets) > 1 else sets[0]
+def _knn_placed(pts, sizes, placed, k: int) -> list:
+    """:func:`knn_cpu` of each set of ``pts`` (float64 ``[N, 2]``, sets of ``sizes`` >= 2 points one after
+    another), searched in one tree over ``placed`` (the points as :func:`_side_by_side` gives them)."""
+    sets = len(sizes)
     n, wanted = len(pts), min(int(k), int(sizes.max()) - 1)
     tree = cKDTree(placed)
     _, cand = tree.query(placed, k=min(wanted + 2, n))
     cand = np.sort(cand, axis=1).astype(np.int64)  # index order: the stable sort breaks ties by index
     dist = _distances(pts, np.arange(n)[:, None], cand)
     other = cand == np.arange(n)[:, None]  # itself, or a point of another set
-    owner = np.repeat(np.arange(len(sets)), sizes)
-    if len(sets) > 1:
+    owner = np.repeat(np.arange(sets), sizes)
+    if sets > 1:
         other |= owner[cand] != owner[:, None]
     reach = np.where(other, 0.0, dist).max(axis=1)
     order = np.argsort(np.where(other, np.inf, dist), axis=1, kind="stable")[:, :wanted]
