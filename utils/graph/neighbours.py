@@ -251,15 +251,14 @@ def _side_by_side(pts, sizes):
 def _knn_placed(pts, sizes, placed, k: int) -> list:
     """:func:`knn_cpu` of each set of ``pts`` (float64 ``[N, 2]``, sets of ``sizes`` >= 2 points one after
     another), searched in one tree over ``placed`` (the points as :func:`_side_by_side` gives them)."""
-    sets = len(sizes)
     n, wanted = len(pts), min(int(k), int(sizes.max()) - 1)
     tree = cKDTree(placed)
     _, cand = tree.query(placed, k=min(wanted + 2, n))
     cand = np.sort(cand, axis=1).astype(np.int64)  # index order: the stable sort breaks ties by index
     dist = _distances(pts, np.arange(n)[:, None], cand)
     other = cand == np.arange(n)[:, None]  # itself, or a point of another set
-    owner = np.repeat(np.arange(sets), sizes)
-    if sets > 1:
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    if len(sizes) > 1:
         other |= owner[cand] != owner[:, None]
     reach = np.where(other, 0.0, dist).max(axis=1)
     order = np.argsort(np.where(other, np.inf, dist), axis=1, kind="stable")[:, :wanted]

@@ -622,6 +622,8 @@ class GpuRenderer(Renderer):
                         self._yuv_coefficients(first.colorspace, first.full_range), targets[0].y, targets[0].u,
                         targets[0].v, np.int64(size), np.int32(first.width), np.int32(first.height)))
             stream.synchronize()  # a failure up to here leaves host planes as they were, for a fallback to draw
+            if not pairs:  # planes on the GPU: drawn where they are
+                return
             try:
                 for target, plane in pairs:
                     target.get(stream, out=plane)
