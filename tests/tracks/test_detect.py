@@ -482,12 +482,12 @@ def test_a_spot_is_shared_only_when_it_holds_the_mass_of_its_tracks(dots):
     """Two live tracks, each last seen alone with one dot's mass, predicted where the dots are: on two dots 3 px
     apart (one spot, one core) both share the spot, each at its own dot. Predicted both on a lone dot, which
     the pair's mean fits as well as either track alone, only one takes it: the spot has one dot's mass."""
-    from trackoverlay.utils.tracks.detect import _Spots
+    from trackoverlay.utils.tracks.spots import Spots
 
     truth = np.array([[60.3, 80.2], [63.3, 80.2]])[:dots]
     clip, _ = glow_clip(1, truth, np.zeros((dots, 2)))
-    spots = _Spots.find(unit_to_uint8(clip[0, ..., 0]), sensitivity=0.5)
-    lone = _Spots.find(unit_to_uint8(glow_clip(1, truth[:1], np.zeros((1, 2)))[0][0, ..., 0]), sensitivity=0.5)
+    spots = Spots.find(unit_to_uint8(clip[0, ..., 0]), sensitivity=0.5)
+    lone = Spots.find(unit_to_uint8(glow_clip(1, truth[:1], np.zeros((1, 2)))[0][0, ..., 0]), sensitivity=0.5)
     assert len(spots.mass) == 2  # one spot (row 0 is the background)
     predicted = (truth[[0, -1]] - 0.5).astype(np.float32)  # OpenCV convention: pixel centres at .0
     followed = spots.follow(predicted, predicted, np.full(2, 6.0), np.full(2, lone.mass[1]),
