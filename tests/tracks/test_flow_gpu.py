@@ -59,6 +59,35 @@ def test_round_trip_matches_opencv(width, height, count):
 
 
 @pytest.mark.gpu
+def test_one_flow_follows_any_sequence_of_frames_counts_and_sizes_as_opencv():
+    """The captured graphs and kept pyramids serve every call: frames followed into and then from, a frame
+    followed from again after two others (a flash skipped), counts on both sides of a graph's capacity, a
+    change of size and back; the caller's points are left as they were."""
+    flow, rng = detect.gpu_flow(), np.random.default_rng(7)
+    large = [textured(320, 180, 1)]
+    large += [shifted(large[0], 1.5 * step, -0.8 * step) for step in (1, 2, 3)]
+    small = [textured(64, 48, 2), shifted(textured(64, 48, 2), 1.2, 0.6)]
+    calls = [(large, 0, 1, 5), (large, 1, 2, 70), (large, 0, 2, 64), (large, 2, 3, 65), (small, 0, 1, 3),
+             (large, 1, 2, 130), (large, 2, 3, 1)]
+    for frames, before, after, count in calls:
+        height, width = frames[0].shape
+        points = (rng.random((count, 2)) * [width, height]).astype(np.float32)
+        guess = points + rng.normal(0, 1, points.shape).astype(np.float32)
+        given = points.copy(), guess.copy()
+        ours = flow.round_trip(frames[before], frames[after], points, guess)
+        theirs = opencv_round_trip(frames[before], frames[after], points, guess)
+        np.testing.assert_array_equal(points, given[0])
+        np.testing.assert_array_equal(guess, given[1])
+        assert [len(part) for part in ours] == [count] * 4
+        for status_ours, status_theirs in (ours[1], theirs[1]), (ours[3], theirs[3]):
+            np.testing.assert_array_equal(status_ours, status_theirs)
+        both = (theirs[1] == 1) & (theirs[3] == 1)
+        assert both.mean() > 0.5
+        for position_ours, position_theirs in (ours[0], theirs[0]), (ours[2], theirs[2]):
+            np.testing.assert_allclose(position_ours[both], position_theirs[both], atol=5e-3)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("method", ["corners", "motion"])
 def test_tracks_followed_on_the_gpu_match_the_cpus(method):
     clip = make_clip(frames=30, pan=(2.0, 0.7))

@@ -83,20 +83,21 @@ __device__ __forceinline__ long long warp_total(long long value) {
     return value;
 }
 
-// Follow each point from pyramid `from` (with its derivatives) into pyramid `into`, starting at `start`:
-// one warp a point, coarse to fine, each level until a step is shorter than `epsilon` or after
+// Follow each of the `*count` points from pyramid `from` (with its derivatives) into pyramid `into`, starting
+// at `start`: one warp a point, coarse to fine, each level until a step is shorter than `epsilon` or after
 // `max_iterations`. `found` is 1 where the point was followed (OpenCV's status): not where the patch is flatter
 // than `min_eigen` or the point leaves the frame. Sums are exact integers, so every lane takes the same steps.
+// The count is read on the GPU, so one captured graph serves every count up to its grid's.
 template <int WINDOW>
 __global__ void follow_points(const unsigned char* __restrict__ from, const short2* __restrict__ from_derivative,
                               const unsigned char* __restrict__ into, const int* __restrict__ level_offset,
                               const int* __restrict__ level_width, const int* __restrict__ level_height,
                               int top_level, const float2* __restrict__ points, const float2* __restrict__ start,
-                              int count, int max_iterations, double epsilon, float min_eigen_value,
+                              const int* __restrict__ count, int max_iterations, double epsilon, float min_eigen_value,
                               float2* __restrict__ followed, unsigned char* __restrict__ found) {
     constexpr int AREA = WINDOW * WINDOW, PER_LANE = (AREA + LANES - 1) / LANES;
     const int index = (blockIdx.x * blockDim.x + threadIdx.x) / LANES, lane = threadIdx.x % LANES;
-    if (index >= count) return;  // whole warps: a warp is one point
+    if (index >= *count) return;  // whole warps: a warp is one point
     const float half_window = (WINDOW - 1) * 0.5f;
     short window_image[PER_LANE];  // this lane's pixels of the patch: k = lane + i * LANES
     short2 window_derivative[PER_LANE];
