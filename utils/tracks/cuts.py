@@ -27,6 +27,7 @@ where those two show the same picture, the flash frame's cut is withdrawn
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 
 import cv2
@@ -107,7 +108,7 @@ class _Jumps:
         self._recent = deque(maxlen=_RECENT)
 
     def is_jump(self, distance: float) -> bool:
-        usual = float(np.median(self._recent)) if self._recent else 0.0
+        usual = statistics.median(self._recent) if self._recent else 0.0  # a few floats: NumPy's call costs more
         return distance > self.threshold and distance > _JUMP * usual
 
     def record(self, distance: float, cut: bool) -> None:

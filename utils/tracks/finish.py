@@ -136,19 +136,15 @@ class TrackFinisher:
         visible, positions, shot_ends = self._window_arrays(count)
         shot_ends = shot_ends or clip_ends
         last = len(visible) - 1
+        offsets = np.arange(len(visible))[:, None]
         # next followed offset at or after each offset (len(visible) = none in the window)
-        upcoming = np.full(count, len(visible))
-        next_seen = np.empty_like(visible, dtype=np.int64)
-        for index in range(last, -1, -1):
-            upcoming = np.where(visible[index], index, upcoming)
-            next_seen[index] = upcoming
+        next_seen = np.minimum.accumulate(np.where(visible, offsets, len(visible))[::-1], axis=0)[::-1]
+        # last followed offset before each offset (negative: before the window, -10**9: not in this shot)
+        seen_before = np.where(self._seen_frame >= 0, self._seen_frame - t, -(10 ** 9))
+        followed_so_far = np.maximum.accumulate(np.where(visible, offsets, -(10 ** 9)), axis=0)
+        seen = np.maximum(np.concatenate([seen_before[None], followed_so_far[:-1]]), seen_before)
         # on[i]: followed, or inside a gap of at most bridge_frames frames between two followed frames
-        seen = np.where(self._seen_frame >= 0, self._seen_frame - t, -(10 ** 9))
-        on = np.empty_like(visible)
-        for index in range(len(visible)):
-            bridged = (next_seen[index] <= last) & (next_seen[index] - seen - 1 <= self.bridge_frames)
-            on[index] = visible[index] | bridged
-            seen = np.where(visible[index], index, seen)
+        on = visible | ((next_seen <= last) & (next_seen - seen - 1 <= self.bridge_frames))
         off = ~on
         off_ahead = off.any(axis=0)
         run_length = np.where(off_ahead, np.argmax(off, axis=0), len(visible))  # frames on from t
