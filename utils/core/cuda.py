@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import numpy as np
+
 
 @functools.lru_cache(maxsize=None)
 def cuda_module(source: Path, name_expressions: tuple = (), options: tuple = ()):
@@ -20,3 +22,13 @@ def cuda_module(source: Path, name_expressions: tuple = (), options: tuple = ())
 def cuda_kernel(source: Path, name: str, name_expressions: tuple = (), options: tuple = ()):
     """One kernel of :func:`cuda_module` by name (template instances by their expression)."""
     return cuda_module(source, name_expressions, options).get_function(name)
+
+
+def pinned_array(shape, dtype=np.uint8) -> np.ndarray:
+    """A new NumPy array of ``shape`` in page-locked host memory (CuPy's pool): copies to and from the GPU run
+    asynchronously (inside CUDA graphs too), about four times faster than from pageable memory."""
+    import cupy
+
+    count = int(np.prod(shape))
+    memory = cupy.cuda.alloc_pinned_memory(max(count * np.dtype(dtype).itemsize, 1))
+    return np.frombuffer(memory, dtype, count).reshape(shape)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.arrays import to_numpy
-from ..core.cuda import cuda_kernel
+from ..core.cuda import cuda_kernel, pinned_array
 from ..core.log import LOGGER
 from ..draw.display_list import DisplayList, GlyphAtlas, Glyphs, Polylines
 from .glow import Glow, gaussian_weights, glows
@@ -413,11 +413,8 @@ class GpuRenderer(Renderer):
         return buffer[:nbytes]
 
     def host_array(self, nbytes: int) -> np.ndarray:
-        """A new page-locked uint8 host array of ``nbytes``: copies to and from the GPU run asynchronously,
-        about four times faster than from pageable memory."""
-        import cupy
-
-        return np.frombuffer(cupy.cuda.alloc_pinned_memory(max(nbytes, 1)), np.uint8)[:nbytes]
+        """A new page-locked uint8 host array of ``nbytes`` (:func:`~..core.cuda.pinned_array`)."""
+        return pinned_array(nbytes)
 
     def bin(self, scene: DeviceScene, height: int, width: int, frames: range = range(1),
             wait: bool = True) -> TileBins:

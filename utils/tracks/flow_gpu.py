@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.cuda import cuda_kernel
+from ..core.cuda import cuda_kernel, pinned_array
 
 _SOURCE = Path(__file__).with_name("flow_gpu.cu")
 _OPTIONS = ("--fmad=false",)  # no fused multiply-adds: float steps rounded as the CPU rounds them
@@ -188,14 +188,6 @@ class GpuFlow:
 _MIN_CAPACITY = 64  # points a round trip's graph is captured for at least (then powers of two)
 
 
-def _pinned(shape: tuple, dtype) -> np.ndarray:
-    """A NumPy array in page-locked memory: copied to and from the GPU inside a graph."""
-    import cupy
-
-    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    return np.frombuffer(cupy.cuda.alloc_pinned_memory(size), dtype, int(np.prod(shape))).reshape(shape)
-
-
 class _Slot:
     """One pyramid on the GPU and the page-locked copy of the frame it is built from."""
 
@@ -204,7 +196,7 @@ class _Slot:
 
         total = sum(w * h for w, h in sizes)
         self.pyramid = Pyramid(cupy.empty(total, cupy.uint8), cupy.empty((total, 2), cupy.int16), *columns, sizes)
-        self.staging = _pinned(shape, np.uint8)
+        self.staging = pinned_array(shape, np.uint8)
         self.gray: np.ndarray | None = None  # the frame held (by identity)
 
     def hold(self, gray: np.ndarray) -> None:
@@ -223,8 +215,8 @@ class _Trip:
 
         self.sent = cupy.empty(16 * capacity + 4, cupy.uint8)
         self.results = cupy.empty(18 * capacity, cupy.uint8)
-        self.host_sent = _pinned((16 * capacity + 4,), np.uint8)
-        self.host_results = _pinned((18 * capacity,), np.uint8)
+        self.host_sent = pinned_array((16 * capacity + 4,), np.uint8)
+        self.host_results = pinned_array((18 * capacity,), np.uint8)
         self.host_points = self.host_sent[:16 * capacity].view(np.float32).reshape(2, capacity, 2)
         self.host_count = self.host_sent[16 * capacity:].view(np.int32)
 

@@ -36,6 +36,7 @@ import av
 import numpy as np
 
 from ..core.arrays import array_module, to_numpy
+from ..core.cuda import pinned_array
 from ..core.log import LOGGER
 from ..raster.backend import probe_gpu
 from .formats import choose_format
@@ -735,8 +736,7 @@ class FrameHandOver:
                                  interleaved=False) if planes else frame
             host = self._pinned.get(key)
             if host is None or host.shape != source.shape:
-                nbytes = source.size  # uint8
-                host = np.frombuffer(xp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes).reshape(source.shape)
+                host = pinned_array(source.shape)
                 self._pinned[key] = host
             source.get(out=host)
         return host
