@@ -49,6 +49,11 @@ def level_sizes(width: int, height: int, window: int, max_level: int) -> tuple:
     return tuple(sizes)
 
 
+def level_starts(sizes: tuple) -> np.ndarray:
+    """Where each level of ``sizes`` starts in a pyramid's buffers, then (last) their whole length (int64)."""
+    return np.cumsum([0] + [w * h for w, h in sizes], dtype=np.int64)
+
+
 class GpuFlow:
     """Forward-backward Lucas-Kanade on the GPU; the last two frames' pyramids are kept for the next call.
 
@@ -148,7 +153,7 @@ class GpuFlow:
         from cupy.cuda import runtime
 
         pyramid = slot.pyramid
-        offsets = np.cumsum([0] + [w * h for w, h in pyramid.sizes])
+        offsets = level_starts(pyramid.sizes)
         runtime.memcpyAsync(pyramid.image.data.ptr, slot.staging.ctypes.data, slot.staging.nbytes,
                             runtime.memcpyHostToDevice, self._stream.ptr)
         for level, (w, h) in enumerate(pyramid.sizes):
@@ -194,7 +199,7 @@ class _Slot:
     def __init__(self, shape: tuple, sizes: tuple, columns: tuple):
         import cupy
 
-        total = sum(w * h for w, h in sizes)
+        total = int(level_starts(sizes)[-1])
         self.pyramid = Pyramid(cupy.empty(total, cupy.uint8), cupy.empty((total, 2), cupy.int16), *columns, sizes)
         self.staging = pinned_array(shape, np.uint8)
         self.gray: np.ndarray | None = None  # the frame held (by identity)
@@ -227,7 +232,7 @@ class _FrameBuffers:
     def __init__(self, shape: tuple, sizes: tuple):
         import cupy
 
-        offsets = np.cumsum([0] + [w * h for w, h in sizes])[:-1]
+        offsets = level_starts(sizes)[:-1]
         columns = tuple(cupy.asarray(np.array(column, np.int32)) for column in
                         (offsets, [w for w, _ in sizes], [h for _, h in sizes]))
         self.shape = shape
