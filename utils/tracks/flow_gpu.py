@@ -171,8 +171,7 @@ class GpuFlow:
 
         runtime.memcpyAsync(trip.sent.data.ptr, trip.host_sent.ctypes.data, trip.host_sent.nbytes,
                             runtime.memcpyHostToDevice, self._stream.ptr)
-        start, guess = trip.sent[:16 * capacity].view(np.float32).reshape(2, capacity, 2)
-        count = trip.sent[16 * capacity:].view(np.int32)
+        (start, guess), count = _points_and_count(trip.sent, capacity)
         positions, found = _positions_and_found(trip.results, capacity)
         self._launch(source, target, start, guess, count, capacity, positions[0], found[0])
         self._launch(target, source, positions[0], start, count, capacity, positions[1], found[1])
@@ -222,8 +221,7 @@ class _Trip:
         self.results = cupy.empty(18 * capacity, cupy.uint8)
         self.host_sent = pinned_array((16 * capacity + 4,), np.uint8)
         self.host_results = pinned_array((18 * capacity,), np.uint8)
-        self.host_points = self.host_sent[:16 * capacity].view(np.float32).reshape(2, capacity, 2)
-        self.host_count = self.host_sent[16 * capacity:].view(np.int32)
+        self.host_points, self.host_count = _points_and_count(self.host_sent, capacity)
 
 
 class _FrameBuffers:
@@ -258,6 +256,12 @@ class _FrameBuffers:
         if capacity not in self._trips:
             self._trips[capacity] = _Trip(capacity)
         return self._trips[capacity]
+
+
+def _points_and_count(sent, capacity: int) -> tuple:
+    """Views of what a round trip sends (uint8 [16 n + 4], NumPy or CuPy): points and guesses float32 [2, n, 2],
+    then the point count, int32 [1]."""
+    return sent[:16 * capacity].view(np.float32).reshape(2, capacity, 2), sent[16 * capacity:].view(np.int32)
 
 
 def _positions_and_found(results, count: int) -> tuple:
