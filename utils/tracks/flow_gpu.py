@@ -264,10 +264,11 @@ def _points_and_count(sent, capacity: int) -> tuple:
     return sent[:16 * capacity].view(np.float32).reshape(2, capacity, 2), sent[16 * capacity:].view(np.int32)
 
 
-def _positions_and_found(results, count: int) -> tuple:
+def _positions_and_found(results, capacity: int) -> tuple:
     """Views of a round trip's results (uint8 [18 n], NumPy or CuPy): positions float32 [2, n, 2] (forward,
     back) and found uint8 [2, n]."""
-    return results[:16 * count].view(np.float32).reshape(2, count, 2), results[16 * count:].reshape(2, count)
+    return (results[:16 * capacity].view(np.float32).reshape(2, capacity, 2),
+            results[16 * capacity:].reshape(2, capacity))
 
 
 def _grid(width: int, height: int) -> tuple:
