@@ -139,9 +139,10 @@ class TrackFinisher:
         offsets = np.arange(len(visible))[:, None]
         # next followed offset at or after each offset (len(visible) = none in the window)
         next_seen = np.minimum.accumulate(np.where(visible, offsets, len(visible))[::-1], axis=0)[::-1]
-        # last followed offset before each offset (negative: before the window, -10**9: not in this shot)
-        seen_before = np.where(self._seen_frame >= 0, self._seen_frame - t, -(10 ** 9))
-        followed_so_far = np.maximum.accumulate(np.where(visible, offsets, -(10 ** 9)), axis=0)
+        # last followed offset before each offset (negative: before the window, ``never``: not in this shot)
+        never = -(10 ** 9)
+        seen_before = np.where(self._seen_frame >= 0, self._seen_frame - t, never)
+        followed_so_far = np.maximum.accumulate(np.where(visible, offsets, never), axis=0)
         seen = np.maximum(np.concatenate([seen_before[None], followed_so_far[:-1]]), seen_before)
         # on[i]: followed, or inside a gap of at most bridge_frames frames between two followed frames
         on = visible | ((next_seen <= last) & (next_seen - seen - 1 <= self.bridge_frames))
